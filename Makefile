@@ -1,0 +1,40 @@
+# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Both create (once) and reuse the virtual environment in .venv.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# The CPU build of torch is pinned here, not in pyproject.toml (which keeps a range), and is
+# installed first so that pip does not resolve a multi-GB CUDA build for the other packages.
+TORCH_PIN ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-fast bench lint clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python -m metabench.demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -m "not benchmark" -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not slow and not benchmark" -q
+
+bench: $(STAMP)
+	$(BIN)/python -m pytest tests/benchmarks -m benchmark --benchmark-enable -q -s
+
+lint: $(STAMP)
+	$(BIN)/ruff check metabench tests scripts
+	$(BIN)/ruff format --check metabench tests scripts
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

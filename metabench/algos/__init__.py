@@ -1,0 +1,1 @@
+"""Meta-RL algorithms built on Stable-Baselines3 and sb3-contrib."""

@@ -1,0 +1,5 @@
+"""RL² (recurrent policy trained across trials) building blocks for sb3-contrib's RecurrentPPO."""
+
+from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
+
+__all__ = ["WholeSequenceLstmPolicy"]

@@ -1,0 +1,84 @@
+"""A drop-in recurrent actor-critic policy for sb3-contrib's ``RecurrentPPO`` with a faster update.
+
+``RecurrentPPO`` trains on padded sequences built by ``RecurrentRolloutBuffer``. The stock
+``RecurrentActorCriticPolicy._process_sequence`` runs the LSTM one time step at a time (a
+Python loop of length ``max_length``) as soon as any sequence in the minibatch contains an
+episode start, which in meta-RL (RL², episodes of a few hundred steps, frequent resets) is
+almost every minibatch. See https://github.com/Stable-Baselines-Team/stable-baselines3-contrib/issues/113.
+
+The buffer cuts sequences at every episode start (``create_sequencers`` starts a new sequence
+wherever ``episode_starts`` or an env change is set) and pads each sequence *at the end* with
+zeros (``pad`` uses ``pad_sequence``, ``pad_and_flatten`` keeps that layout for the flags).
+So in a training batch an episode start can only sit at position 0 of a sequence. The state
+reset then only has to be applied once, to the initial state, and the whole padded batch can
+go through a single ``nn.LSTM`` call.
+"""
+
+from __future__ import annotations
+
+import torch as th
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from torch import nn
+
+__all__ = ["WholeSequenceLstmPolicy"]
+
+
+class WholeSequenceLstmPolicy(RecurrentActorCriticPolicy):
+    """``RecurrentActorCriticPolicy`` whose training pass runs each LSTM once over the batch.
+
+    Same constructor, API and parameters as the parent (pass the class itself to
+    ``RecurrentPPO``; ``shared_lstm`` and ``enable_critic_lstm`` work as before), and the
+    same results up to float32 rounding, several times faster on long sequences with episode
+    starts. Only ``_process_sequence`` changes:
+
+    * single-step calls (rollout collection, ``predict``, ``predict_values``): parent code;
+    * training batches whose episode starts are all at position 0 (what the rollout buffer
+      produces): initial ``(h, c)`` of sequences that start an episode set to zero, then one
+      ``nn.LSTM`` call over the whole padded sequence;
+    * any other batch (a start after position 0, e.g. hand-built input): parent's
+      step-by-step loop, so an unexpected layout costs speed, never correctness.
+
+    Why it is exact: at step ``t`` the parent feeds ``(1 - start_t) * state`` to the LSTM. For
+    ``t > 0`` ``start_t`` is 0 and multiplying by 1.0 leaves the state bit-for-bit unchanged,
+    so the loop is one LSTM pass from ``(1 - start_0) * state``. Trailing padding cannot reach
+    earlier outputs (the LSTM is causal) and is masked out of the PPO loss; the parent runs
+    through it as well, so even the returned final states agree. Any remaining difference
+    comes from PyTorch grouping the float operations of a whole-sequence call differently.
+    """
+
+    @staticmethod
+    def _process_sequence(
+        features: th.Tensor,
+        lstm_states: tuple[th.Tensor, th.Tensor],
+        episode_starts: th.Tensor,
+        lstm: nn.LSTM,
+    ) -> tuple[th.Tensor, th.Tensor]:
+        """Run ``lstm`` over a (padded) batch of sequences, resetting states at episode starts.
+
+        :param features: ``(n_seq * max_length, features_dim)``, sequence-major as built by
+            the rollout buffer (``max_length`` is 1 during rollout collection).
+        :param lstm_states: ``(h, c)``, each ``(n_layers, n_seq, hidden)``: the states before
+            the first step of each sequence.
+        :param episode_starts: ``(n_seq * max_length,)`` flags, 1.0 where an episode starts.
+        :param lstm: the actor's or critic's LSTM.
+        :return: the LSTM output ``(n_seq * max_length, hidden)`` and the final ``(h, c)``
+            (the parent annotates the pair of states as one tensor; kept for compatibility).
+        """
+        n_seq = lstm_states[0].shape[1]
+        # (n_seq * max_length,) -> (max_length, n_seq), the parent's layout.
+        starts = episode_starts.reshape((n_seq, -1)).swapaxes(0, 1)
+        if starts.shape[0] <= 1 or bool(th.any(starts[1:] != 0.0)):
+            # One step (rollout collection): nothing to gain. A start after position 0 cannot
+            # come from the rollout buffer; let the parent loop reset the state mid-sequence.
+            return RecurrentActorCriticPolicy._process_sequence(
+                features, lstm_states, episode_starts, lstm
+            )
+        # (n_seq * max_length, F) -> (n_seq, max_length, F) -> (max_length, n_seq, F)
+        features_sequence = features.reshape((n_seq, -1, lstm.input_size)).swapaxes(0, 1)
+        keep = (1.0 - starts[0]).view(1, n_seq, 1)
+        lstm_output, final_states = lstm(
+            features_sequence, (keep * lstm_states[0], keep * lstm_states[1])
+        )
+        # (max_length, n_seq, hidden) -> (n_seq * max_length, hidden)
+        lstm_output = th.flatten(lstm_output.transpose(0, 1), start_dim=0, end_dim=1)
+        return lstm_output, final_states

@@ -1,0 +1,72 @@
+"""Gymnasium ids for every metabench task env and its RL2-ready variant.
+
+``import metabench`` calls :func:`register_envs`; afterwards ``gymnasium.make("metabench/…")`` and
+``gymnasium.make_vec`` work. Entry points are strings, so nothing heavy is imported until an env is
+made. Order enforcing is off because the envs raise their own, more specific
+:class:`~metabench.errors.StepBeforeResetError` (a ``RuntimeError``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
+
+from metabench.tasks.base import TaskSampler
+from metabench.wrappers import RL2Env, Trial
+
+NAMESPACE = "metabench"
+
+TASK_ENTRY_POINTS: dict[str, str] = {
+    "HalfCheetahVel": "metabench.tasks.halfcheetah:HalfCheetahVelEnv",
+    "HalfCheetahDir": "metabench.tasks.halfcheetah:HalfCheetahDirEnv",
+    "ML1": "metabench.tasks.metaworld:ML1Env",
+    "ML10": "metabench.tasks.metaworld:ML10Env",
+    "ML45": "metabench.tasks.metaworld:ML45Env",
+    "PointGoal": "metabench.tasks.toy:PointGoalEnv",
+}
+"""Task env name -> entry point."""
+
+RL2_DEFAULTS: dict[str, dict[str, Any]] = {
+    # garage's RL2-PPO HalfCheetahVel example: 4 episodes per trial.
+    "HalfCheetahVel": {"episodes_per_trial": 4, "reward_scale": 1.0},
+    "HalfCheetahDir": {"episodes_per_trial": 4, "reward_scale": 1.0},
+    # Meta-World protocol: 10 adaptation episodes; its RNN wrapper scales rewards by 1/10.
+    "ML1": {"episodes_per_trial": 10, "reward_scale": 0.1},
+    "ML10": {"episodes_per_trial": 10, "reward_scale": 0.1},
+    "ML45": {"episodes_per_trial": 10, "reward_scale": 0.1},
+    "PointGoal": {"episodes_per_trial": 2, "reward_scale": 1.0},
+}
+"""Default ``episodes_per_trial`` and ``reward_scale`` of each RL2 id."""
+
+
+def make_rl2_env(
+    task_entry_point: str,
+    episodes_per_trial: int,
+    reward_scale: float = 1.0,
+    sampler: TaskSampler | None = None,
+    **task_kwargs: Any,
+) -> RL2Env:
+    """Build ``RL2Env(Trial(task_env))``: the env an RL2 policy is trained on.
+
+    :param task_entry_point: ``"module:Class"`` of the task env.
+    :param task_kwargs: passed to the task env (``horizon``, ``split``, ``env_name``, ``seed``…).
+    """
+    task_env = load_env_creator(task_entry_point)(**task_kwargs)
+    return RL2Env(Trial(task_env, episodes_per_trial, sampler=sampler), reward_scale=reward_scale)
+
+
+def register_envs() -> None:
+    """Register ``metabench/<Task>-v0`` and ``metabench/RL2-<Task>-v0`` (idempotent)."""
+    for name, entry_point in TASK_ENTRY_POINTS.items():
+        task_id = f"{NAMESPACE}/{name}-v0"
+        if task_id in gym.registry:
+            continue
+        gym.register(id=task_id, entry_point=entry_point, order_enforce=False)
+        gym.register(
+            id=f"{NAMESPACE}/RL2-{name}-v0",
+            entry_point="metabench.registration:make_rl2_env",
+            kwargs={"task_entry_point": entry_point, **RL2_DEFAULTS[name]},
+            order_enforce=False,
+        )

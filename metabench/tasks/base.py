@@ -1,0 +1,137 @@
+"""What a task env is and where its tasks come from.
+
+A *task env* is a Gymnasium env whose dynamics or reward depend on a task, with garage's protocol:
+``sample_tasks(n)`` draws tasks from the env's own distribution, ``set_task(task)`` switches to
+one, and ``reset(options={"task": task})`` does both in one call. Tasks are plain values that a
+result file can record and a later run can replay.
+
+A :class:`TaskSampler` draws meta-batches of tasks from an explicit random generator, so the same
+seed always gives the same tasks and no global random state is touched.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from metabench.errors import InvalidActionError, StepBeforeResetError
+
+Task = Any
+"""A task: a JSON-able dict for the HalfCheetah envs, a ``metaworld.Task`` for Meta-World."""
+
+
+@runtime_checkable
+class TaskEnv(Protocol):
+    """The task protocol every metabench task env follows (garage's ``sample_tasks``/``set_task``)."""
+
+    def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
+        """Draw ``n`` tasks from this env's distribution (``rng`` defaults to ``self.np_random``)."""
+        ...
+
+    def set_task(self, task: Task) -> None:
+        """Switch to ``task``; takes effect at the next ``reset``."""
+        ...
+
+
+def check_action(action: Any, space: gym.spaces.Box) -> np.ndarray:
+    """Return ``action`` as an array, or raise :class:`InvalidActionError` naming the fix.
+
+    Called on every step, so it does only a shape comparison and one ``isfinite`` pass.
+    """
+    array = np.asarray(action, dtype=space.dtype)
+    if array.shape != space.shape:
+        raise InvalidActionError(
+            f"action has shape {array.shape}, expected {space.shape}: "
+            f"pass one action of the env's action_space, not a batch or a scalar"
+        )
+    if not np.isfinite(array).all():
+        raise InvalidActionError(
+            f"action contains NaN or inf ({array}): check the policy output before stepping"
+        )
+    return array
+
+
+class EpisodeGuard:
+    """Tracks whether an env may be stepped, for the :class:`StepBeforeResetError` check."""
+
+    __slots__ = ("active",)
+
+    def __init__(self) -> None:
+        self.active = False
+
+    def check(self) -> None:
+        if not self.active:
+            raise StepBeforeResetError(
+                "step() called before reset() or after the episode ended: call reset() first"
+            )
+
+
+def check_n_tasks(n: int) -> None:
+    """Reject a non-positive or non-integer number of tasks."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"number of tasks must be a positive integer, got {n!r}")
+
+
+class TaskSampler(abc.ABC):
+    """Draws meta-batches of tasks. Deterministic given the generator it is handed."""
+
+    @abc.abstractmethod
+    def sample(self, n: int, rng: np.random.Generator) -> list[Task]:
+        """Return ``n`` tasks drawn with ``rng``."""
+
+    def check_batch_size(self, n: int) -> None:
+        """Raise ``ValueError`` naming the valid sizes if a meta-batch of ``n`` is impossible."""
+        check_n_tasks(n)
+
+
+class SetTaskSampler(TaskSampler):
+    """Samples tasks from a task env's own distribution (a continuous parameter, usually).
+
+    :param sample_tasks: a task env's ``sample_tasks`` method, or any function ``(n, rng) -> tasks``.
+
+    Example::
+
+        >>> import numpy as np
+        >>> from metabench.tasks.halfcheetah import HalfCheetahVelEnv
+        >>> sampler = SetTaskSampler(HalfCheetahVelEnv().sample_tasks)
+        >>> len(sampler.sample(3, np.random.default_rng(0)))
+        3
+    """
+
+    def __init__(self, sample_tasks: Callable[[int, np.random.Generator], Sequence[Task]]) -> None:
+        self._sample_tasks = sample_tasks
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[Task]:
+        check_n_tasks(n)
+        return list(self._sample_tasks(n, rng))
+
+
+class ListTaskSampler(TaskSampler):
+    """Samples from a fixed, finite list of tasks, with or without replacement.
+
+    Without replacement, the tasks of one meta-batch are distinct and a meta-batch larger than the
+    list is a ``ValueError``.
+    """
+
+    def __init__(self, tasks: Sequence[Task], *, replace: bool = False) -> None:
+        if len(tasks) == 0:
+            raise ValueError("ListTaskSampler needs at least one task")
+        self.tasks = list(tasks)
+        self.replace = replace
+
+    def check_batch_size(self, n: int) -> None:
+        check_n_tasks(n)
+        if not self.replace and n > len(self.tasks):
+            raise ValueError(
+                f"cannot draw {n} distinct tasks from {len(self.tasks)}: use a meta-batch of at "
+                f"most {len(self.tasks)} or sample with replacement"
+            )
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[Task]:
+        self.check_batch_size(n)
+        indices = rng.choice(len(self.tasks), size=n, replace=self.replace)
+        return [self.tasks[i] for i in indices]

@@ -1,0 +1,184 @@
+"""HalfCheetahVel and HalfCheetahDir: the MuJoCo meta-RL tasks of garage, MAML, ProMP and PEARL.
+
+Both subclass Gymnasium's ``HalfCheetah-v5`` (same body, frame skip 5, reset noise), replacing its
+observation with garage's 20 floats (``qpos[1:]``, ``qvel``, torso centre of mass) and its reward
+with the task's. Only the horizon ends an episode (``truncated``); nothing terminates it.
+Source: ``garage/envs/mujoco/half_cheetah_vel_env.py`` and ``half_cheetah_dir_env.py``.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from gymnasium import utils
+from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv
+from gymnasium.spaces import Box
+
+from metabench.errors import InvalidTaskError
+from metabench.tasks.base import EpisodeGuard, Task, check_action, check_n_tasks
+
+CTRL_COST_WEIGHT = 0.05
+"""garage's control cost: ``0.5 * 1e-1 * sum(action**2)``."""
+
+OBS_DIM = 20
+
+
+class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
+    """Common body of the HalfCheetah task envs: observation, horizon, task protocol."""
+
+    task_key: str = ""
+
+    def __init__(self, horizon: int = 200, **kwargs: Any) -> None:
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        super().__init__(ctrl_cost_weight=CTRL_COST_WEIGHT, **kwargs)
+        self.horizon = horizon
+        self.observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
+        self._torso_id = self.model.body("torso").id
+        self._task: dict[str, float] | None = None
+        self._steps = 0
+        self._guard = EpisodeGuard()
+
+    # -- task protocol -------------------------------------------------------------------------
+    @property
+    def task(self) -> dict[str, float] | None:
+        """The current task (``None`` until the first ``reset`` or ``set_task``)."""
+        return None if self._task is None else dict(self._task)
+
+    @abc.abstractmethod
+    def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
+        """Draw ``n`` tasks from this env's distribution (``rng`` defaults to ``self.np_random``)."""
+
+    @abc.abstractmethod
+    def _check_task_value(self, value: float) -> None:
+        """Raise :class:`InvalidTaskError` if ``value`` is not a valid task parameter."""
+
+    def set_task(self, task: Task) -> None:
+        """Switch to ``task`` (a dict such as ``{"velocity": 1.5}``); the reward uses it at once."""
+        self._task = self._validated(task)
+
+    def _validated(self, task: Task) -> dict[str, float]:
+        key = self.task_key
+        if not isinstance(task, Mapping) or set(task) != {key}:
+            raise InvalidTaskError(
+                f"{type(self).__name__} expects a task like {{'{key}': <float>}}, got {task!r}; "
+                f"use env.sample_tasks(n) to make valid tasks"
+            )
+        value = task[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.number)):
+            raise InvalidTaskError(f"task['{key}'] must be a number, got {value!r}")
+        value = float(value)
+        if not math.isfinite(value):
+            raise InvalidTaskError(f"task['{key}'] must be finite, got {value}")
+        self._check_task_value(value)
+        return {key: value}
+
+    # -- Gymnasium API -------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        task = None if not options or "task" not in options else self._validated(options["task"])
+        obs, info = super().reset(seed=seed, options=options)
+        if task is not None:
+            self._task = task
+        elif self._task is None:
+            self._task = self._validated(self.sample_tasks(1)[0])
+        self._steps = 0
+        self._guard.active = True
+        info["task"] = dict(self._task)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._guard.check()
+        action = check_action(action, self.action_space)
+        obs, reward, _, _, info = super().step(action)
+        self._steps += 1
+        truncated = self._steps >= self.horizon
+        if truncated:
+            self._guard.active = False
+        return obs, reward, False, truncated, info
+
+    def _get_obs(self) -> np.ndarray:
+        data = self.data
+        return np.concatenate((data.qpos[1:], data.qvel, data.xpos[self._torso_id]))
+
+    def _get_rew(self, x_velocity: float, action: np.ndarray) -> tuple[float, dict[str, float]]:
+        assert self._task is not None  # reset() always sets one
+        task_reward = self._task_reward(x_velocity, self._task[self.task_key])
+        ctrl_cost = CTRL_COST_WEIGHT * float(np.dot(action, action))
+        return task_reward - ctrl_cost, {"reward_task": task_reward, "reward_ctrl": -ctrl_cost}
+
+    @staticmethod
+    @abc.abstractmethod
+    def _task_reward(x_velocity: float, task_value: float) -> float:
+        """The task part of the reward, before the control cost."""
+
+
+class HalfCheetahVelEnv(HalfCheetahTaskEnv):
+    """Run forward at a goal velocity: reward ``-|v - goal| - 0.05 |a|^2``.
+
+    :param velocity_range: goal velocities are drawn uniformly from it. garage uses (0, 2), the
+        default; PEARL, ProMP and VariBAD use (0, 3).
+    :param horizon: episode length (200 as in PEARL and garage's MAML benchmark).
+
+    Example::
+
+        >>> env = HalfCheetahVelEnv()
+        >>> obs, info = env.reset(seed=0, options={"task": {"velocity": 1.5}})
+        >>> obs.shape, info["task"]
+        ((20,), {'velocity': 1.5})
+    """
+
+    task_key = "velocity"
+
+    def __init__(
+        self, velocity_range: tuple[float, float] = (0.0, 2.0), horizon: int = 200, **kwargs: Any
+    ) -> None:
+        low, high = (float(v) for v in velocity_range)
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise ValueError(f"velocity_range must be finite (low, high), got {velocity_range!r}")
+        super().__init__(horizon=horizon, **kwargs)
+        utils.EzPickle.__init__(self, velocity_range, horizon, **kwargs)
+        self.velocity_range = (low, high)
+
+    def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
+        check_n_tasks(n)
+        rng = self.np_random if rng is None else rng
+        return [{"velocity": float(v)} for v in rng.uniform(*self.velocity_range, size=n)]
+
+    def _check_task_value(self, value: float) -> None:
+        """Any finite velocity is valid: meta-test may probe outside the training range."""
+
+    @staticmethod
+    def _task_reward(x_velocity: float, task_value: float) -> float:
+        return -abs(x_velocity - task_value)
+
+
+class HalfCheetahDirEnv(HalfCheetahTaskEnv):
+    """Run forward (+1) or backward (-1): reward ``direction * v - 0.05 |a|^2``.
+
+    :param horizon: episode length (100 as in the MAML paper and learn2learn).
+    """
+
+    task_key = "direction"
+
+    def __init__(self, horizon: int = 100, **kwargs: Any) -> None:
+        super().__init__(horizon=horizon, **kwargs)
+        utils.EzPickle.__init__(self, horizon, **kwargs)
+
+    def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
+        check_n_tasks(n)
+        rng = self.np_random if rng is None else rng
+        return [{"direction": float(d)} for d in rng.choice((-1.0, 1.0), size=n)]
+
+    def _check_task_value(self, value: float) -> None:
+        if value not in (-1.0, 1.0):
+            raise InvalidTaskError(f"task['direction'] must be -1.0 or 1.0, got {value}")
+
+    @staticmethod
+    def _task_reward(x_velocity: float, task_value: float) -> float:
+        return task_value * x_velocity

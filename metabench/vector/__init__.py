@@ -1,0 +1,235 @@
+"""Trial-aware vector envs: one task per sub-env, a fresh meta-batch of tasks every trial.
+
+:func:`make_meta_vec_env` builds ``num_envs`` sub-envs ``RL2Env(Trial(task_env))`` (or just
+``Trial(task_env)``) as an SB3 ``VecEnv`` or a Gymnasium ``VectorEnv``, in-process or across worker
+processes. The vector env sees a whole trial as one episode, so a recurrent policy's state resets
+only at trial starts.
+
+Tasks are resampled per trial without any traffic between processes: for its ``k``-th trial every
+sub-env draws the same meta-batch from a generator derived from ``(seed, k)`` and takes the task at its
+own index (:class:`MetaBatchSlot`). ``sample_meta_batch`` draws from a separate stream of the
+same seed, so explicit batches never repeat the per-trial ones. Tasks within a meta-batch are therefore distinct whenever the
+sampler draws without replacement, and the task sequence is fixed by ``task_seed``.
+``set_tasks`` pins explicit tasks (MAML and the evaluator need that); ``set_tasks(None)`` returns
+to per-trial sampling. Pinned tasks take effect at the next trial reset.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.registration import load_env_creator
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv, VectorWrapper
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
+
+from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, check_n_tasks
+from metabench.wrappers import RL2Env, Trial
+
+Backend = Literal["sb3", "gymnasium"]
+
+
+class MetaBatchSlot(TaskSampler):
+    """One sub-env's share of per-trial meta-batches that all sub-envs agree on.
+
+    The ``k``-th call draws a meta-batch of ``batch_size`` tasks from ``base`` with a generator
+    derived from ``(seed, k)`` and returns the task at index ``slot``: every sub-env computes the
+    same batch independently, so no process has to hand tasks to another.
+    """
+
+    def __init__(self, base: TaskSampler, batch_size: int, slot: int, seed: int) -> None:
+        if not 0 <= slot < batch_size:
+            raise ValueError(f"slot must be in [0, {batch_size}), got {slot}")
+        self.base = base
+        self.batch_size = batch_size
+        self.slot = slot
+        self.seed = seed
+        self.trials = 0
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[Task]:
+        """Return this slot's task of the next meta-batch; ``rng`` is not used (see class doc)."""
+        if n != 1:
+            raise ValueError(f"MetaBatchSlot gives one task per call, asked for {n}")
+        batch_rng = np.random.default_rng(
+            np.random.SeedSequence(self.seed, spawn_key=(0, self.trials))
+        )
+        self.trials += 1
+        return [self.base.sample(self.batch_size, batch_rng)[self.slot]]
+
+
+def _make_task_env(env: str | Callable[[], gym.Env[Any, Any]], env_kwargs: dict[str, Any]) -> Any:
+    """Instantiate a task env from a registered task id or a factory, without make()'s wrappers."""
+    if callable(env):
+        return env(**env_kwargs)
+    spec = gym.spec(env)
+    if spec.entry_point == "metabench.registration:make_rl2_env":
+        raise ValueError(
+            f"{env!r} is already an RL2 env: pass the task id (e.g. 'metabench/HalfCheetahVel-v0')"
+            f" and rl2=True instead"
+        )
+    assert isinstance(spec.entry_point, str)
+    return load_env_creator(spec.entry_point)(**{**spec.kwargs, **env_kwargs})
+
+
+def _make_sub_env(
+    env: str | Callable[[], gym.Env[Any, Any]],
+    env_kwargs: dict[str, Any],
+    sampler: TaskSampler | None,
+    slot: int,
+    num_envs: int,
+    task_seed: int,
+    episodes_per_trial: int,
+    rl2: bool,
+    reward_scale: float,
+) -> gym.Env[Any, Any]:
+    task_env = _make_task_env(env, env_kwargs)
+    base = sampler if sampler is not None else SetTaskSampler(task_env.sample_tasks)
+    slot_sampler = MetaBatchSlot(base, num_envs, slot, task_seed)
+    wrapped: gym.Env[Any, Any] = Trial(task_env, episodes_per_trial, sampler=slot_sampler)
+    if rl2:
+        wrapped = RL2Env(wrapped, reward_scale=reward_scale)
+    return wrapped
+
+
+class _MetaBatchControl:
+    """The task controls shared by the SB3 and the Gymnasium meta-batch vector envs."""
+
+    num_envs: int
+    sampler: TaskSampler | None
+    _rng: np.random.Generator
+    _sample_tasks: Callable[[int, np.random.Generator], list[Task]]
+
+    def _pin(self, tasks: Sequence[Task | None]) -> None:
+        raise NotImplementedError
+
+    def set_tasks(self, tasks: Sequence[Task] | None) -> None:
+        """Pin one task per sub-env (in order) from the next trial on; ``None`` unpins them all."""
+        if tasks is None:
+            self._pin([None] * self.num_envs)
+            return
+        if len(tasks) != self.num_envs:
+            raise ValueError(
+                f"set_tasks needs one task per sub-env: got {len(tasks)} tasks for "
+                f"{self.num_envs} sub-envs"
+            )
+        self._pin(list(tasks))
+
+    def sample_meta_batch(self) -> list[Task]:
+        """Draw a new meta-batch with this vector env's own generator, pin it and return it."""
+        sample = self.sampler.sample if self.sampler is not None else self._sample_tasks
+        tasks = list(sample(self.num_envs, self._rng))
+        self.set_tasks(tasks)
+        return tasks
+
+
+class MetaBatchVecEnv(VecEnvWrapper, _MetaBatchControl):
+    """SB3 ``VecEnv`` of trial sub-envs with meta-batch task controls (see module doc)."""
+
+    def __init__(self, venv: VecEnv, sampler: TaskSampler | None, seed: int) -> None:
+        super().__init__(venv)
+        self.sampler = sampler
+        self._rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+
+    def _sample_tasks(self, n: int, rng: np.random.Generator) -> list[Task]:
+        return list(self.venv.env_method("sample_tasks", n, rng, indices=[0])[0])
+
+    def _pin(self, tasks: Sequence[Task | None]) -> None:
+        for i, task in enumerate(tasks):
+            self.venv.env_method("set_task", task, indices=[i])
+
+    @property
+    def tasks(self) -> list[Task]:
+        """The task of each sub-env's current trial."""
+        return list(self.venv.get_attr("task"))
+
+    def reset(self) -> Any:
+        return self.venv.reset()
+
+    def step_wait(self) -> Any:
+        return self.venv.step_wait()
+
+
+class MetaBatchVectorEnv(VectorWrapper, _MetaBatchControl):
+    """Gymnasium ``VectorEnv`` of trial sub-envs with meta-batch task controls (see module doc)."""
+
+    def __init__(self, env: VectorEnv[Any, Any, Any], sampler: TaskSampler | None, seed: int):
+        super().__init__(env)
+        self.sampler = sampler
+        self._rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+
+    def _sample_tasks(self, n: int, rng: np.random.Generator) -> list[Task]:
+        return list(self.env.call("sample_tasks", n, rng)[0])
+
+    def _pin(self, tasks: Sequence[Task | None]) -> None:
+        self.env.set_attr("pinned_task", list(tasks))
+
+    @property
+    def tasks(self) -> list[Task]:
+        """The task of each sub-env's current trial."""
+        return list(self.env.get_attr("task"))
+
+
+def make_meta_vec_env(
+    env: str | Callable[..., gym.Env[Any, Any]],
+    num_envs: int,
+    *,
+    episodes_per_trial: int = 1,
+    sampler: TaskSampler | None = None,
+    rl2: bool = True,
+    reward_scale: float = 1.0,
+    seed: int = 0,
+    backend: Backend = "sb3",
+    processes: bool = False,
+    env_kwargs: dict[str, Any] | None = None,
+) -> MetaBatchVecEnv | MetaBatchVectorEnv:
+    """Build a trial-aware vector env for a meta-batch of ``num_envs`` tasks.
+
+    :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a factory returning a task env.
+    :param num_envs: meta-batch size: one task per sub-env.
+    :param episodes_per_trial: inner episodes per trial (RL2's ``n_episodes_per_trial``).
+    :param sampler: where tasks come from; ``None`` uses the task env's ``sample_tasks``. Its
+        ``check_batch_size(num_envs)`` is called first, so an impossible split fails here.
+    :param rl2: wrap each sub-env in :class:`~metabench.wrappers.RL2Env`.
+    :param seed: seeds the sub-envs (``seed + i``) and fixes the per-trial task sequence.
+    :param backend: ``"sb3"`` (a Stable-Baselines3 ``VecEnv``) or ``"gymnasium"``.
+    :param processes: step sub-envs in worker processes (``SubprocVecEnv``/``AsyncVectorEnv``).
+
+    Example::
+
+        >>> import metabench
+        >>> venv = make_meta_vec_env("metabench/PointGoal-v0", 4, episodes_per_trial=2)
+        >>> venv.reset().shape  # 2 position + 2 action + reward + done
+        (4, 6)
+    """
+    check_n_tasks(num_envs)
+    if backend not in ("sb3", "gymnasium"):
+        raise ValueError(f"backend must be 'sb3' or 'gymnasium', got {backend!r}")
+    if sampler is not None:
+        sampler.check_batch_size(num_envs)
+    fns = [
+        functools.partial(
+            _make_sub_env,
+            env,
+            dict(env_kwargs or {}),
+            sampler,
+            slot,
+            num_envs,
+            seed,
+            episodes_per_trial,
+            rl2,
+            reward_scale,
+        )
+        for slot in range(num_envs)
+    ]
+    if backend == "sb3":
+        venv: VecEnv = SubprocVecEnv(fns) if processes else DummyVecEnv(fns)
+        venv.seed(seed)
+        return MetaBatchVecEnv(venv, sampler, seed)
+    vector_env = AsyncVectorEnv(fns) if processes else SyncVectorEnv(fns)
+    return MetaBatchVectorEnv(vector_env, sampler, seed)
+
+
+__all__ = ["MetaBatchSlot", "MetaBatchVecEnv", "MetaBatchVectorEnv", "make_meta_vec_env"]
