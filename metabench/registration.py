@@ -54,6 +54,7 @@ def make_rl2_env(
     :param task_kwargs: passed to the task env (``horizon``, ``split``, ``env_name``, ``seed``…).
     """
     task_env = load_env_creator(task_entry_point)(**task_kwargs)
+    assert isinstance(task_env, gym.Env), f"{task_entry_point} did not build a gymnasium.Env"
     return RL2Env(Trial(task_env, episodes_per_trial, sampler=sampler), reward_scale=reward_scale)
 
 

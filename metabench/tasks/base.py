@@ -26,10 +26,10 @@ Task = Any
 
 @runtime_checkable
 class TaskEnv(Protocol):
-    """The task protocol every metabench task env follows (garage's ``sample_tasks``/``set_task``)."""
+    """The task protocol of every metabench task env (garage's ``sample_tasks``/``set_task``)."""
 
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
-        """Draw ``n`` tasks from this env's distribution (``rng`` defaults to ``self.np_random``)."""
+        """Draw ``n`` tasks from this env's distribution (``rng`` defaults to ``np_random``)."""
         ...
 
     def set_task(self, task: Task) -> None:
@@ -37,7 +37,7 @@ class TaskEnv(Protocol):
         ...
 
 
-def check_action(action: Any, space: gym.spaces.Box) -> np.ndarray:
+def check_action(action: Any, space: gym.spaces.Space[Any]) -> np.ndarray:
     """Return ``action`` as an array, or raise :class:`InvalidActionError` naming the fix.
 
     Called on every step, so it does only a shape comparison and one ``isfinite`` pass.
@@ -91,7 +91,7 @@ class TaskSampler(abc.ABC):
 class SetTaskSampler(TaskSampler):
     """Samples tasks from a task env's own distribution (a continuous parameter, usually).
 
-    :param sample_tasks: a task env's ``sample_tasks`` method, or any function ``(n, rng) -> tasks``.
+    :param sample_tasks: a task env's ``sample_tasks``, or any function ``(n, rng) -> tasks``.
 
     Example::
 

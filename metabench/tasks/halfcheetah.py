@@ -51,7 +51,7 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
 
     @abc.abstractmethod
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
-        """Draw ``n`` tasks from this env's distribution (``rng`` defaults to ``self.np_random``)."""
+        """Draw ``n`` tasks from this env's distribution (``rng`` defaults to ``np_random``)."""
 
     @abc.abstractmethod
     def _check_task_value(self, value: float) -> None:
@@ -92,7 +92,9 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
         info["task"] = dict(self._task)
         return obs, info
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(  # type: ignore[override]  # MujocoEnv's hint is narrower than what it returns
+        self, action: Any
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self._guard.check()
         action = check_action(action, self.action_space)
         obs, reward, _, _, info = super().step(action)
@@ -109,7 +111,7 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
     def _get_rew(self, x_velocity: float, action: np.ndarray) -> tuple[float, dict[str, float]]:
         assert self._task is not None  # reset() always sets one
         task_reward = self._task_reward(x_velocity, self._task[self.task_key])
-        ctrl_cost = CTRL_COST_WEIGHT * float(np.dot(action, action))
+        ctrl_cost = CTRL_COST_WEIGHT * float(np.square(action, dtype=np.float64).sum())
         return task_reward - ctrl_cost, {"reward_task": task_reward, "reward_ctrl": -ctrl_cost}
 
     @staticmethod

@@ -5,11 +5,12 @@
 processes. The vector env sees a whole trial as one episode, so a recurrent policy's state resets
 only at trial starts.
 
-Tasks are resampled per trial without any traffic between processes: for its ``k``-th trial every
-sub-env draws the same meta-batch from a generator derived from ``(seed, k)`` and takes the task at its
-own index (:class:`MetaBatchSlot`). ``sample_meta_batch`` draws from a separate stream of the
-same seed, so explicit batches never repeat the per-trial ones. Tasks within a meta-batch are therefore distinct whenever the
-sampler draws without replacement, and the task sequence is fixed by ``task_seed``.
+Tasks are resampled per trial without any traffic between processes: for its ``k``-th trial
+every sub-env draws the same meta-batch from a generator derived from ``(seed, k)`` and takes the
+task at its own index (:class:`MetaBatchSlot`). Tasks within a meta-batch are therefore distinct
+whenever the sampler draws without replacement, and the task sequence is fixed by ``seed``.
+``sample_meta_batch`` draws from a separate stream of the same seed, so explicit batches never
+repeat the per-trial ones.
 ``set_tasks`` pins explicit tasks (MAML and the evaluator need that); ``set_tasks(None)`` returns
 to per-trial sampling. Pinned tasks take effect at the next trial reset.
 """
@@ -23,7 +24,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
-from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv, VectorWrapper
+from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorWrapper
 from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
 
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, check_n_tasks
@@ -97,7 +98,6 @@ def _make_sub_env(
 class _MetaBatchControl:
     """The task controls shared by the SB3 and the Gymnasium meta-batch vector envs."""
 
-    num_envs: int
     sampler: TaskSampler | None
     _rng: np.random.Generator
     _sample_tasks: Callable[[int, np.random.Generator], list[Task]]
@@ -107,20 +107,21 @@ class _MetaBatchControl:
 
     def set_tasks(self, tasks: Sequence[Task] | None) -> None:
         """Pin one task per sub-env (in order) from the next trial on; ``None`` unpins them all."""
+        num_envs: int = self.num_envs  # type: ignore[attr-defined]
         if tasks is None:
-            self._pin([None] * self.num_envs)
+            self._pin([None] * num_envs)
             return
-        if len(tasks) != self.num_envs:
+        if len(tasks) != num_envs:
             raise ValueError(
                 f"set_tasks needs one task per sub-env: got {len(tasks)} tasks for "
-                f"{self.num_envs} sub-envs"
+                f"{num_envs} sub-envs"
             )
         self._pin(list(tasks))
 
     def sample_meta_batch(self) -> list[Task]:
         """Draw a new meta-batch with this vector env's own generator, pin it and return it."""
         sample = self.sampler.sample if self.sampler is not None else self._sample_tasks
-        tasks = list(sample(self.num_envs, self._rng))
+        tasks = list(sample(self.num_envs, self._rng))  # type: ignore[attr-defined]
         self.set_tasks(tasks)
         return tasks
 
@@ -155,21 +156,24 @@ class MetaBatchVecEnv(VecEnvWrapper, _MetaBatchControl):
 class MetaBatchVectorEnv(VectorWrapper, _MetaBatchControl):
     """Gymnasium ``VectorEnv`` of trial sub-envs with meta-batch task controls (see module doc)."""
 
-    def __init__(self, env: VectorEnv[Any, Any, Any], sampler: TaskSampler | None, seed: int):
+    def __init__(
+        self, env: SyncVectorEnv | AsyncVectorEnv, sampler: TaskSampler | None, seed: int
+    ) -> None:
         super().__init__(env)
+        self._vec = env
         self.sampler = sampler
         self._rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
 
     def _sample_tasks(self, n: int, rng: np.random.Generator) -> list[Task]:
-        return list(self.env.call("sample_tasks", n, rng)[0])
+        return list(self._vec.call("sample_tasks", n, rng)[0])
 
     def _pin(self, tasks: Sequence[Task | None]) -> None:
-        self.env.set_attr("pinned_task", list(tasks))
+        self._vec.set_attr("pinned_task", list(tasks))
 
     @property
     def tasks(self) -> list[Task]:
         """The task of each sub-env's current trial."""
-        return list(self.env.get_attr("task"))
+        return list(self._vec.get_attr("task"))
 
 
 def make_meta_vec_env(
@@ -209,7 +213,7 @@ def make_meta_vec_env(
         raise ValueError(f"backend must be 'sb3' or 'gymnasium', got {backend!r}")
     if sampler is not None:
         sampler.check_batch_size(num_envs)
-    fns = [
+    fns: list[Callable[[], gym.Env[Any, Any]]] = [
         functools.partial(
             _make_sub_env,
             env,

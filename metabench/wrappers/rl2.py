@@ -46,7 +46,7 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
         self.reward_scale = float(reward_scale)
         act_space = env.action_space
         self._box_action = isinstance(act_space, spaces.Box)
-        if self._box_action:
+        if isinstance(act_space, spaces.Box):
             act_low, act_high = act_space.low.ravel(), act_space.high.ravel()
         else:
             act_low = np.zeros(spaces.flatdim(act_space))

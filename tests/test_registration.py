@@ -1,0 +1,70 @@
+"""Every registered id makes, passes Gymnasium's checker and vectorises."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import metabench
+from metabench.registration import RL2_DEFAULTS, TASK_ENTRY_POINTS
+from metabench.wrappers import RL2Env, Trial
+
+FAST = ["HalfCheetahVel", "HalfCheetahDir", "PointGoal"]
+META_WORLD = {"ML1": {"env_name": "reach-v3"}, "ML10": {}, "ML45": {}}
+
+
+def test_all_ids_registered():
+    for name in TASK_ENTRY_POINTS:
+        assert f"metabench/{name}-v0" in gym.registry
+        assert f"metabench/RL2-{name}-v0" in gym.registry
+    for entry in gym.registry.values():
+        if entry.id.startswith("metabench/"):
+            assert isinstance(entry.entry_point, str)  # never lambdas
+    metabench.register_envs()  # idempotent
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("name", FAST)
+def test_task_and_rl2_ids_pass_check_env(name):
+    check_env(gym.make(f"metabench/{name}-v0").unwrapped, skip_render_check=True)
+    rl2 = gym.make(f"metabench/RL2-{name}-v0")
+    assert isinstance(rl2.unwrapped, type(gym.make(f"metabench/{name}-v0").unwrapped))
+    check_env(rl2.env, skip_render_check=True)  # the RL2Env(Trial(...)) stack itself
+
+
+@pytest.mark.mujoco
+def test_rl2_id_kwargs_reach_wrappers_and_task_env():
+    env = gym.make(
+        "metabench/RL2-HalfCheetahVel-v0", episodes_per_trial=3, reward_scale=0.1, horizon=5
+    )
+    rl2 = env.env
+    assert isinstance(rl2, RL2Env) and rl2.reward_scale == 0.1
+    trial = rl2.env
+    assert isinstance(trial, Trial) and trial.episodes_per_trial == 3
+    assert trial.unwrapped.horizon == 5
+    env.reset(seed=0)
+    ends = [env.step(np.zeros(6))[3] for _ in range(15)]
+    assert ends.index(True) == 14
+    assert RL2_DEFAULTS["ML10"]["episodes_per_trial"] == 10
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec_works(mode):
+    envs = gym.make_vec("metabench/RL2-HalfCheetahVel-v0", num_envs=2, vectorization_mode=mode)
+    obs, _ = envs.reset(seed=0)
+    assert obs.shape == (2, 28)
+    obs, reward, *_ = envs.step(np.zeros((2, 6)))
+    assert obs.shape == (2, 28) and reward.shape == (2,)
+    envs.close()
+
+
+@pytest.mark.metaworld
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(META_WORLD))
+def test_metaworld_ids_pass_check_env(name):
+    kwargs = META_WORLD[name]
+    check_env(gym.make(f"metabench/{name}-v0", **kwargs).unwrapped, skip_render_check=True)
+    rl2 = gym.make(f"metabench/RL2-{name}-v0", **kwargs)
+    obs, _ = rl2.reset(seed=0)
+    assert obs.shape == (39 + 4 + 2,)
