@@ -85,23 +85,25 @@ def loop_padded(flat: np.ndarray, lengths: np.ndarray, max_length: int) -> np.nd
         (1000, None, True, TE),
     ],
 )
-def test_get_step_type(step_cnt: int, max_length: int | None, done: bool, expected: StepType):
+def test_get_step_type(
+    step_cnt: int, max_length: int | None, done: bool, expected: StepType
+) -> None:
     assert StepType.get_step_type(step_cnt, max_length, done) is expected
 
 
-def test_get_step_type_rejects_step_before_reset():
+def test_get_step_type_rejects_step_before_reset() -> None:
     with pytest.raises(ValueError, match="step_cnt must be >= 1, got 0"):
         StepType.get_step_type(0, 5, False)
     with pytest.raises(ValueError, match="max_episode_length must be >= 1"):
         StepType.get_step_type(1, 0, False)
 
 
-def test_step_type_values():
+def test_step_type_values() -> None:
     assert [int(s) for s in (F, M, TE, TO)] == [0, 1, 2, 3]
 
 
 # -- construction ------------------------------------------------------------------------------
-def test_sizes_and_stored_dtypes():
+def test_sizes_and_stored_dtypes() -> None:
     batch = make_batch()
     assert batch.n_episodes == 3
     assert batch.n_steps == 6
@@ -110,7 +112,7 @@ def test_sizes_and_stored_dtypes():
     assert batch.step_types.tolist() == [0, 1, 3, 2, 0, 2]
 
 
-def test_accepts_lists_and_object_step_types():
+def test_accepts_lists_and_object_step_types() -> None:
     fields = make_fields()
     fields["lengths"] = [3, 1, 2]
     fields["rewards"] = fields["rewards"].tolist()
@@ -121,7 +123,7 @@ def test_accepts_lists_and_object_step_types():
     assert batch.step_types.tolist() == [0, 1, 3, 2, 0, 2]
 
 
-def test_info_dicts_are_copied_and_batch_is_frozen():
+def test_info_dicts_are_copied_and_batch_is_frozen() -> None:
     fields = make_fields()
     batch = EpisodeBatch(**fields)
     fields["env_infos"]["added_later"] = np.zeros(6)
@@ -130,7 +132,7 @@ def test_info_dicts_are_copied_and_batch_is_frozen():
         batch.rewards = np.zeros(6)  # type: ignore[misc]
 
 
-def test_infos_default_to_empty():
+def test_infos_default_to_empty() -> None:
     fields = make_fields()
     for name in ("env_infos", "agent_infos", "episode_infos"):
         del fields[name]
@@ -139,7 +141,7 @@ def test_infos_default_to_empty():
     assert len(batch.split()) == 3
 
 
-def test_non_finite_rewards_are_allowed():
+def test_non_finite_rewards_are_allowed() -> None:
     fields = make_fields()
     fields["rewards"] = np.array([1.0, np.nan, 3.0, np.inf, 5.0, 6.0])
     returns = EpisodeBatch(**fields).episode_returns()
@@ -215,13 +217,13 @@ def _replace_info(name: str, key: str, value: Any) -> dict[str, Any]:
         (_replace("env_infos", [np.zeros(6)]), r"env_infos must be a mapping"),
     ],
 )
-def test_validation_errors(fields: dict[str, Any], message: str):
+def test_validation_errors(fields: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         EpisodeBatch(**fields)
 
 
 # -- split / concatenate -------------------------------------------------------------------------
-def test_split_gives_each_episode():
+def test_split_gives_each_episode() -> None:
     episodes = make_batch().split()
     assert [e.n_episodes for e in episodes] == [1, 1, 1]
     assert [e.lengths.tolist() for e in episodes] == [[3], [1], [2]]
@@ -237,12 +239,12 @@ def test_split_gives_each_episode():
     assert episodes[2].observations.tolist() == [[20.0, 21.0], [22.0, 23.0]]
 
 
-def test_split_then_concatenate_round_trips_exactly():
+def test_split_then_concatenate_round_trips_exactly() -> None:
     batch = make_batch()
     assert_batches_equal(EpisodeBatch.concatenate(*batch.split()), batch)
 
 
-def test_concatenate_keeps_argument_order():
+def test_concatenate_keeps_argument_order() -> None:
     a, b, c = make_batch().split()
     joined = EpisodeBatch.concatenate(c, a)
     assert joined.lengths.tolist() == [2, 3]
@@ -252,12 +254,12 @@ def test_concatenate_keeps_argument_order():
     assert_batches_equal(EpisodeBatch.concatenate(a, EpisodeBatch.concatenate(b, c)), make_batch())
 
 
-def test_concatenate_of_nothing_raises():
+def test_concatenate_of_nothing_raises() -> None:
     with pytest.raises(ValueError, match="at least one EpisodeBatch"):
         EpisodeBatch.concatenate()
 
 
-def test_concatenate_rejects_mismatched_info_keys():
+def test_concatenate_rejects_mismatched_info_keys() -> None:
     a, b, _ = make_batch().split()
     fields = {f.name: getattr(b, f.name) for f in dataclasses.fields(EpisodeBatch)}
     fields["agent_infos"] = {"log_prob": b.agent_infos["log_prob"]}
@@ -265,7 +267,7 @@ def test_concatenate_rejects_mismatched_info_keys():
         EpisodeBatch.concatenate(a, EpisodeBatch(**fields))
 
 
-def test_concatenate_rejects_mismatched_shapes():
+def test_concatenate_rejects_mismatched_shapes() -> None:
     a, b, _ = make_batch().split()
     fields = {f.name: getattr(b, f.name) for f in dataclasses.fields(EpisodeBatch)}
     wide = {**fields, "observations": np.zeros((1, 3)), "last_observations": np.zeros((1, 3))}
@@ -277,7 +279,7 @@ def test_concatenate_rejects_mismatched_shapes():
 
 
 # -- to_list / from_list -------------------------------------------------------------------------
-def test_to_list_contents():
+def test_to_list_contents() -> None:
     episodes = make_batch().to_list()
     assert len(episodes) == 3
     first = episodes[0]
@@ -300,12 +302,12 @@ def test_to_list_contents():
     assert episodes[2]["episode_infos"]["goal_velocity"] == 2.5
 
 
-def test_to_list_from_list_round_trips():
+def test_to_list_from_list_round_trips() -> None:
     batch = make_batch()
     assert_batches_equal(EpisodeBatch.from_list(batch.to_list()), batch)
 
 
-def test_from_list_with_one_more_observation_than_steps():
+def test_from_list_with_one_more_observation_than_steps() -> None:
     paths = [
         {
             "observations": np.array([[0.0], [1.0], [2.0]]),
@@ -327,7 +329,7 @@ def test_from_list_with_one_more_observation_than_steps():
     assert batch.next_observations[:, 0].tolist() == [1.0, 2.0, 6.0]
 
 
-def test_from_list_with_t_observations_uses_next_or_repeats_last():
+def test_from_list_with_t_observations_uses_next_or_repeats_last() -> None:
     base = {
         "observations": np.array([[0.0], [1.0]]),
         "actions": np.zeros((2, 1)),
@@ -349,7 +351,7 @@ def _path(length: int = 2) -> dict[str, Any]:
     }
 
 
-def test_from_list_errors():
+def test_from_list_errors() -> None:
     with pytest.raises(ValueError, match="at least one path"):
         EpisodeBatch.from_list([])
     missing = _path()
@@ -372,7 +374,7 @@ def test_from_list_errors():
 
 
 # -- derived arrays ----------------------------------------------------------------------------
-def test_next_observations_element_by_element():
+def test_next_observations_element_by_element() -> None:
     batch = make_batch()
     expected = [[2, 3], [4, 5], [6, 7], [12, 13], [22, 23], [24, 25]]
     assert batch.next_observations.shape == batch.observations.shape
@@ -380,11 +382,11 @@ def test_next_observations_element_by_element():
         assert row.tolist() == want
 
 
-def test_terminals():
+def test_terminals() -> None:
     assert make_batch().terminals.tolist() == [False, False, False, True, False, True]
 
 
-def test_observations_and_actions_lists():
+def test_observations_and_actions_lists() -> None:
     batch = make_batch()
     assert [o.tolist() for o in batch.observations_list] == [
         [[0, 1], [2, 3], [4, 5]],
@@ -395,7 +397,7 @@ def test_observations_and_actions_lists():
 
 
 @pytest.mark.parametrize("discount", [1.0, 0.9, 0.5, 0.0])
-def test_episode_returns_match_manual_discounted_sum(discount: float):
+def test_episode_returns_match_manual_discounted_sum(discount: float) -> None:
     batch = make_batch()
     expected = []
     for rewards in ([1.0, 2.0, 3.0], [4.0], [5.0, 6.0]):
@@ -409,14 +411,14 @@ def test_episode_returns_match_manual_discounted_sum(discount: float):
     np.testing.assert_allclose(returns, expected, rtol=1e-12)
 
 
-def test_episode_returns_rejects_bad_discount():
+def test_episode_returns_rejects_bad_discount() -> None:
     for discount in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="discount must be in"):
             make_batch().episode_returns(discount)
 
 
 # -- padded views ------------------------------------------------------------------------------
-def test_padded_views_equal_loop_built_padding():
+def test_padded_views_equal_loop_built_padding() -> None:
     batch = make_batch()
     lengths = np.array([3, 1, 2])
     pairs = {
@@ -437,7 +439,7 @@ def test_padded_views_equal_loop_built_padding():
     assert batch.padded_rewards.tolist() == [[1, 2, 3], [4, 0, 0], [5, 6, 0]]
 
 
-def test_padded_to_a_longer_max_length_and_not_shorter():
+def test_padded_to_a_longer_max_length_and_not_shorter() -> None:
     batch = make_batch()
     wide = batch.padded(batch.rewards, max_length=5)
     np.testing.assert_array_equal(wide, loop_padded(batch.rewards, batch.lengths, 5))
@@ -447,14 +449,14 @@ def test_padded_to_a_longer_max_length_and_not_shorter():
         batch.padded(np.zeros(5))
 
 
-def test_valids():
+def test_valids() -> None:
     batch = make_batch()
     assert batch.valids.dtype == np.float64
     assert batch.valids.tolist() == [[1, 1, 1], [1, 0, 0], [1, 1, 0]]
     assert batch.valids.sum(axis=1).tolist() == batch.lengths.tolist()
 
 
-def test_class_docstring_example_runs():
+def test_class_docstring_example_runs() -> None:
     result = doctest.testmod(metabench.data)
     assert result.attempted > 0
     assert result.failed == 0
@@ -483,7 +485,7 @@ def batches(draw: st.DrawFn) -> EpisodeBatch:
 
 @settings(max_examples=30, deadline=None)
 @given(batch=batches(), cut=st.integers(0, 5))
-def test_property_round_trips_and_padding(batch: EpisodeBatch, cut: int):
+def test_property_round_trips_and_padding(batch: EpisodeBatch, cut: int) -> None:
     episodes = batch.split()
     assert_batches_equal(EpisodeBatch.concatenate(*episodes), batch)
     cut = min(max(cut, 1), batch.n_episodes)

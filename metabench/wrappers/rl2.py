@@ -45,7 +45,7 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
             raise ValueError(f"reward_scale must be finite, got {reward_scale}")
         self.reward_scale = float(reward_scale)
         act_space = env.action_space
-        self._box_action = isinstance(act_space, spaces.Box)
+        self._flat_box_action = isinstance(act_space, spaces.Box) and len(act_space.shape) == 1
         if isinstance(act_space, spaces.Box):
             act_low, act_high = act_space.low.ravel(), act_space.high.ravel()
         else:
@@ -60,17 +60,21 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
             dtype=dtype,
         )
         self._dtype = dtype
+        self._size = self._obs_dim + self._act_dim + 2
         self._active = False
 
     def _compose(self, obs: np.ndarray, action: Any, reward: float, done: bool) -> np.ndarray:
-        out = np.empty(self._obs_dim + self._act_dim + 2, dtype=self._dtype)
-        out[: self._obs_dim] = obs
+        # Runs on every step: slice assignment into one new array is the cheapest composition
+        # measured (about 0.6 us against 0.9 us for np.concatenate), see test_env_speed.py.
+        out = np.empty(self._size, dtype=self._dtype)
+        n = self._obs_dim
+        out[:n] = obs
         if action is None:
-            out[self._obs_dim : -2] = 0.0
-        elif self._box_action:
-            out[self._obs_dim : -2] = np.ravel(action)
+            out[n:-2] = 0.0
+        elif self._flat_box_action:
+            out[n:-2] = action
         else:
-            out[self._obs_dim : -2] = spaces.flatten(self.env.action_space, action)
+            out[n:-2] = spaces.flatten(self.env.action_space, action)
         out[-2] = reward * self.reward_scale
         out[-1] = done
         return out
@@ -92,4 +96,4 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
         if ended:
             self._active = False
         done = ended or info.get(EPISODE_END, False)
-        return self._compose(obs, action, float(reward), done), reward, terminated, truncated, info
+        return self._compose(obs, action, reward, done), reward, terminated, truncated, info
