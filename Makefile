@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m metabench.demo
+	$(BIN)/metabench demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not benchmark" -q

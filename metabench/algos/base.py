@@ -1,0 +1,63 @@
+"""The one interface every meta-RL algorithm implements (garage's ``MetaRLAlgorithm``).
+
+The meta-test evaluator talks only to this interface, so a user's own algorithm plugs in the
+same way as the built-in ones::
+
+    class MyAlgo(MetaRLAlgorithm):
+        def train(self, n_iterations: int) -> None: ...
+        def get_exploration_policy(self) -> Policy: ...
+        def adapt_policy(self, exploration_policy, exploration_episodes) -> Policy: ...
+
+The evaluator runs, per test task: episodes with ``get_exploration_policy()``, then
+``adapt_policy(policy, those_episodes)``, then episodes with the adapted policy. What the policy
+observes is the task env passed through :meth:`MetaRLAlgorithm.wrap_env` (RL2 adds its
+``RL2Env``; MAML sees the task env as it is).
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from metabench.data import EpisodeBatch
+
+
+class Policy(abc.ABC):
+    """Acts in one env, one step at a time."""
+
+    def reset(self) -> None:  # noqa: B027 - stateless policies need nothing here
+        """Called at the start of every episode. Recurrent policies that must keep their
+        state across the episodes of a trial (RL2) leave it alone."""
+
+    @abc.abstractmethod
+    def get_action(self, observation: np.ndarray) -> np.ndarray:
+        """Return the action for ``observation``."""
+
+
+class MetaRLAlgorithm(abc.ABC):
+    """Meta-train with :meth:`train`; meta-test with exploration, adaptation and evaluation."""
+
+    @abc.abstractmethod
+    def train(self, n_iterations: int) -> Any:
+        """Run ``n_iterations`` meta-training iterations (continuing where the last call ended)."""
+
+    @abc.abstractmethod
+    def get_exploration_policy(self) -> Policy:
+        """A fresh policy for collecting the exploration episodes of one task."""
+
+    @abc.abstractmethod
+    def adapt_policy(
+        self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
+    ) -> Policy:
+        """A policy adapted to the task that ``exploration_episodes`` came from.
+
+        ``exploration_policy`` produced those episodes; it may be reused (RL2 keeps its hidden
+        state) and must not be used by the caller afterwards.
+        """
+
+    def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+        """The env this algorithm's policies observe, built around a task env."""
+        return env
