@@ -17,6 +17,7 @@ def test_demo_runs_one_trial_per_task_and_prints_the_table(capsys):
     assert results[0].task != results[1].task
 
 
+@pytest.mark.mujoco
 def test_demo_same_seed_same_numbers():
     first = run_demo(n_tasks=1, episodes_per_trial=1, seed=3, metaworld=False)
     second = run_demo(n_tasks=1, episodes_per_trial=1, seed=3, metaworld=False)

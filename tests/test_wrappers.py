@@ -212,3 +212,13 @@ def test_gymnasium_vector_env_runs_trials(mode):
             ends.append(t)
     env.close()
     assert ends == [2 * HORIZON - 1]
+
+
+def test_trial_rejects_a_sampler_that_cannot_draw_one_task():
+    class PairsOnly(ListTaskSampler):
+        def check_batch_size(self, n):
+            if n % 2:
+                raise ValueError("valid sizes are multiples of 2")
+
+    with pytest.raises(ValueError, match="make_meta_vec_env"):
+        Trial(PointGoalEnv(), 2, sampler=PairsOnly([GOAL, GOAL]))

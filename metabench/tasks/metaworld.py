@@ -24,7 +24,6 @@ import metaworld
 import numpy as np
 from gymnasium import utils
 from gymnasium.spaces import Box
-from gymnasium.utils import seeding
 from metaworld.env_dict import ALL_V3_ENVIRONMENTS
 from metaworld.sawyer_xyz_env import SawyerXYZEnv
 from metaworld.types import Task as MetaWorldTask
@@ -113,6 +112,12 @@ def _split_of(
     if split == "train":
         return dict(bench.train_classes), list(bench.train_tasks)
     return dict(bench.test_classes), list(bench.test_tasks)
+
+
+def _describe(benchmark: str, env_name: str | None, split: str, seed: int) -> str:
+    """Name a split in messages: ``"ML10 train (seed 0)"``, ``"ML1 'reach-v3' test (seed 0)"``."""
+    name = f"ML1 {env_name!r}" if benchmark == "ML1" else benchmark
+    return f"{name} {split} (seed {seed})"
 
 
 def _observation_space(classes: Sequence[type[SawyerXYZEnv]]) -> Box:
@@ -212,6 +217,8 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
         self.action_space = Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
         self._envs: dict[str, SawyerXYZEnv] = {}
         self._applied: dict[str, MetaWorldTask] = {}  # the task each instance was last set to
+        self._reset_seed: int | None = None  # the last seed given to reset
+        self._reseed: set[str] = set()  # instances to seed from it when next used
         self._env: SawyerXYZEnv | None = None  # the instance of the running episode
         self._task: MetaWorldTask | None = None
         self._steps = 0
@@ -253,8 +260,7 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
         self._task = self._validated(task)
 
     def _describe(self) -> str:
-        name = f"ML1 {self.env_name!r}" if self.benchmark == "ML1" else self.benchmark
-        return f"{name} {self.split} (seed {self.benchmark_seed})"
+        return _describe(self.benchmark, self.env_name, self.split, self.benchmark_seed)
 
     def _validated(self, task: Task) -> MetaWorldTask:
         if not isinstance(task, MetaWorldTask) or not isinstance(task.data, bytes):
@@ -323,8 +329,17 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
         if self._applied.get(self._task.env_name) != self._task:
             env.set_task(self._task)
             self._applied[self._task.env_name] = self._task
-        # The Sawyer envs ignore reset's seed; give them a generator derived from ours.
-        env.np_random, _ = seeding.np_random(int(self.np_random.integers(2**32)))
+        if seed is not None:
+            self._reset_seed = int(seed)
+            self._reseed = set(self.classes)
+        if self._task.env_name in self._reseed:
+            # Sawyer envs ignore reset's seed (their ``seed()`` method reseeds them), so seed each
+            # from ours when it is next used; our ``np_random`` stream is left untouched.
+            assert self._reset_seed is not None
+            index = self.class_names.index(self._task.env_name)
+            entropy = np.random.SeedSequence((self._reset_seed, index))
+            env.np_random = np.random.Generator(np.random.PCG64(entropy))
+            self._reseed.discard(self._task.env_name)
         obs, _ = env.reset()
         self._env = env
         self._steps = 0
@@ -351,6 +366,7 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
             env.close()
         self._envs.clear()
         self._applied.clear()
+        self._reseed = set() if self._reset_seed is None else set(self.classes)
         self._env = None
         self._guard.active = False
 
@@ -420,6 +436,9 @@ class MetaWorldTaskSampler(TaskSampler):
         self.tasks_by_class = {name: [t for t in tasks if t.env_name == name] for name in classes}
         self._flat = ListTaskSampler(tasks, replace=self.replace)
 
+    def _describe(self) -> str:
+        return _describe(self.benchmark, self.env_name, self.split, self.benchmark_seed)
+
     @property
     def max_batch_size(self) -> int | None:
         """The largest meta-batch without replacement (``None``: unbounded with replacement)."""
@@ -438,18 +457,24 @@ class MetaWorldTaskSampler(TaskSampler):
         top = self.max_batch_size
         if n % k == 0 and (top is None or n <= top):
             return
-        if top is None:
-            sizes = f"multiples of {k} ({k}, {2 * k}, {3 * k}, ...)"
-        elif top // k <= 4:
-            sizes = (
-                f"multiples of {k} up to {top} ({', '.join(str(m) for m in range(k, top + 1, k))})"
+        where = f"the {len(self.tasks)} tasks of {self._describe()}"
+        if k == 1:  # ML1: one class, so only the number of goals limits a batch
+            raise ValueError(
+                f"cannot draw {n} distinct tasks from {where}: valid sizes are 1 to {top}; "
+                f"or pass replace=True"
             )
+        if top is None:
+            sizes = f"the multiples of {k} ({k}, {2 * k}, {3 * k}, ...)"
         else:
-            sizes = f"multiples of {k} up to {top} ({k}, {2 * k}, {3 * k}, ..., {top})"
+            listed = ", ".join(str(m) for m in range(k, top + 1, k))
+            if top // k > 4:
+                listed = f"{k}, {2 * k}, {3 * k}, ..., {top}"
+            sizes = f"the multiples of {k} up to {top} ({listed})"
+        distinct = "" if self.replace else " distinct"
         raise ValueError(
-            f"a balanced meta-batch of {self.benchmark} {self.split} needs the same number of "
-            f"tasks from each of its {k} classes{'' if self.replace else ' without replacement'}; "
-            f"got {n}, valid sizes are {sizes}; or pass balanced=False"
+            f"cannot draw a balanced meta-batch of {n} from {where}: it takes the same number "
+            f"of{distinct} tasks from each of the {k} classes, so valid sizes are {sizes}; "
+            f"or pass balanced=False{'' if self.replace else ' or replace=True'}"
         )
 
     def sample(self, n: int, rng: np.random.Generator) -> list[Task]:

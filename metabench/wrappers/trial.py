@@ -63,6 +63,16 @@ class Trial(gym.Wrapper[Any, Any, Any, Any]):
             raise ValueError(
                 f"episodes_per_trial must be an integer >= 1, got {episodes_per_trial!r}"
             )
+        if sampler is not None:
+            # A trial draws one task at a time: a sampler that needs whole meta-batches (a
+            # balanced Meta-World sampler) fails here, where the message can name the fix.
+            try:
+                sampler.check_batch_size(1)
+            except ValueError as error:
+                raise ValueError(
+                    f"Trial draws one task per trial, which this sampler cannot do ({error}); "
+                    f"use make_meta_vec_env to spread meta-batches over sub-envs"
+                ) from error
         super().__init__(env)
         self.episodes_per_trial = int(episodes_per_trial)
         self.sampler = sampler
