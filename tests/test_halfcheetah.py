@@ -117,7 +117,7 @@ def test_wrong_task_for_vel_raises(task):
 
 
 def test_direction_must_be_plus_or_minus_one():
-    with pytest.raises(InvalidTaskError, match="-1.0 or 1.0"):
+    with pytest.raises(InvalidTaskError, match=r"-1\.0 or 1\.0"):
         HalfCheetahDirEnv().set_task({"direction": 0.5})
 
 
