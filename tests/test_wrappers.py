@@ -39,6 +39,8 @@ def test_rl2_observation_element_by_element():
         inner_end = (t + 1) % HORIZON == 0
         moved = position + action
         expected_reward = -np.linalg.norm(moved - GOAL["goal"])
+        if inner_end and t + 1 < 2 * HORIZON:
+            np.testing.assert_allclose(info[FINAL_OBSERVATION], moved)
         # inside the trial an inner end restarts the point at the origin at once
         position = np.zeros(2) if inner_end and t + 1 < 2 * HORIZON else moved
         assert reward == pytest.approx(expected_reward)
