@@ -127,3 +127,26 @@ def test_meta_batch_slot_agrees_across_slots():
     for _ in range(5):
         batch = [slot.sample(1, np.random.default_rng())[0] for slot in slots]
         assert len(set(goals(batch))) == 3
+
+
+@pytest.mark.parametrize("backend", ["sb3", "gymnasium"])
+def test_state_dict_resumes_the_task_schedule_at_the_current_trial(backend):
+    def make():
+        return make_meta_vec_env(
+            "metabench/PointGoal-v0", 3, sampler=ListTaskSampler(TASKS), backend=backend, **KWARGS
+        )
+
+    venv = make()
+    venv.reset()
+    for _ in range(2):
+        run_trial(venv)
+        if backend == "gymnasium":
+            venv.step(np.zeros((3, 2)))  # next-step autoreset starts the next trial
+    current, state = goals(venv.tasks), venv.state_dict()
+    explicit = goals(venv.sample_meta_batch())
+
+    resumed = make()
+    resumed.load_state_dict(state)
+    resumed.reset()
+    assert goals(resumed.tasks) == current
+    assert goals(resumed.sample_meta_batch()) == explicit

@@ -87,6 +87,13 @@ class TaskSampler(abc.ABC):
         """Raise ``ValueError`` naming the valid sizes if a meta-batch of ``n`` is impossible."""
         check_n_tasks(n)
 
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint must keep of this sampler (stateless samplers keep nothing)."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - stateless default
+        """Restore what :meth:`state_dict` returned."""
+
 
 class SetTaskSampler(TaskSampler):
     """Samples tasks from a task env's own distribution (a continuous parameter, usually).

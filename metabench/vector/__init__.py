@@ -60,6 +60,15 @@ class MetaBatchSlot(TaskSampler):
         self.trials += 1
         return [self.base.sample(self.batch_size, batch_rng)[self.slot]]
 
+    def state_dict(self) -> dict[str, Any]:
+        """The index of the current trial (-1 before the first)."""
+        return {"current_trial": self.trials - 1}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Make the next draw repeat the current trial's task: a run resumed from a checkpoint
+        restarts the trial it was in."""
+        self.trials = max(int(state["current_trial"]), 0)
+
 
 def _make_task_env(env: str | Callable[[], gym.Env[Any, Any]], env_kwargs: dict[str, Any]) -> Any:
     """Instantiate a task env from a registered task id or a factory, without make()'s wrappers."""
@@ -85,6 +94,7 @@ def _make_sub_env(
     episodes_per_trial: int,
     rl2: bool,
     reward_scale: float,
+    wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]] | None,
 ) -> gym.Env[Any, Any]:
     task_env = _make_task_env(env, env_kwargs)
     base = sampler if sampler is not None else SetTaskSampler(task_env.sample_tasks)
@@ -92,7 +102,7 @@ def _make_sub_env(
     wrapped: gym.Env[Any, Any] = Trial(task_env, episodes_per_trial, sampler=slot_sampler)
     if rl2:
         wrapped = RL2Env(wrapped, reward_scale=reward_scale)
-    return wrapped
+    return wrapped if wrapper is None else wrapper(wrapped)
 
 
 class _MetaBatchControl:
@@ -117,6 +127,22 @@ class _MetaBatchControl:
                 f"{num_envs} sub-envs"
             )
         self._pin(list(tasks))
+
+    def _sampler_states(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _load_sampler_states(self, states: list[dict[str, Any]]) -> None:
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """The task schedule's state, for checkpoints: this env's generator and every
+        sub-env's position in the per-trial meta-batch sequence."""
+        return {"rng": self._rng.bit_generator.state, "samplers": self._sampler_states()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; the next trial reset repeats the current trial's tasks."""
+        self._rng.bit_generator.state = state["rng"]
+        self._load_sampler_states(list(state["samplers"]))
 
     def sample_meta_batch(self) -> list[Task]:
         """Draw a new meta-batch with this vector env's own generator, pin it and return it."""
@@ -145,6 +171,13 @@ class MetaBatchVecEnv(VecEnvWrapper, _MetaBatchControl):
     def tasks(self) -> list[Task]:
         """The task of each sub-env's current trial."""
         return list(self.venv.get_attr("task"))
+
+    def _sampler_states(self) -> list[dict[str, Any]]:
+        return list(self.venv.get_attr("sampler_state"))
+
+    def _load_sampler_states(self, states: list[dict[str, Any]]) -> None:
+        for i, state in enumerate(states):
+            self.venv.env_method("load_sampler_state", state, indices=[i])
 
     def reset(self) -> Any:
         return self.venv.reset()
@@ -175,6 +208,12 @@ class MetaBatchVectorEnv(VectorWrapper, _MetaBatchControl):
         """The task of each sub-env's current trial."""
         return list(self._vec.get_attr("task"))
 
+    def _sampler_states(self) -> list[dict[str, Any]]:
+        return list(self._vec.get_attr("sampler_state"))
+
+    def _load_sampler_states(self, states: list[dict[str, Any]]) -> None:
+        self._vec.set_attr("sampler_state", states)
+
 
 def make_meta_vec_env(
     env: str | Callable[..., gym.Env[Any, Any]],
@@ -188,6 +227,7 @@ def make_meta_vec_env(
     backend: Backend = "sb3",
     processes: bool = False,
     env_kwargs: dict[str, Any] | None = None,
+    wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]] | None = None,
 ) -> MetaBatchVecEnv | MetaBatchVectorEnv:
     """Build a trial-aware vector env for a meta-batch of ``num_envs`` tasks.
 
@@ -200,6 +240,8 @@ def make_meta_vec_env(
     :param seed: seeds the sub-envs (``seed + i``) and fixes the per-trial task sequence.
     :param backend: ``"sb3"`` (a Stable-Baselines3 ``VecEnv``) or ``"gymnasium"``.
     :param processes: step sub-envs in worker processes (``SubprocVecEnv``/``AsyncVectorEnv``).
+    :param wrapper: applied last to each sub-env (e.g. an action rescaling); must be picklable
+        when ``processes`` is set.
 
     Example::
 
@@ -225,6 +267,7 @@ def make_meta_vec_env(
             episodes_per_trial,
             rl2,
             reward_scale,
+            wrapper,
         )
         for slot in range(num_envs)
     ]

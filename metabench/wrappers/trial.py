@@ -103,6 +103,20 @@ class Trial(gym.Wrapper[Any, Any, Any, Any]):
     def pinned_task(self, task: Task | None) -> None:
         self.set_task(task)
 
+    @property
+    def sampler_state(self) -> dict[str, Any]:
+        """The sampler's checkpoint state (settable, so Gymnasium vector envs can ``set_attr``)."""
+        return {} if self.sampler is None else self.sampler.state_dict()
+
+    @sampler_state.setter
+    def sampler_state(self, state: dict[str, Any]) -> None:
+        self.load_sampler_state(state)
+
+    def load_sampler_state(self, state: dict[str, Any]) -> None:
+        """Restore the sampler from :attr:`sampler_state` (SB3 vector envs call this method)."""
+        if self.sampler is not None:
+            self.sampler.load_state_dict(state)
+
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
         """Draw ``n`` tasks from the task env's distribution."""
         return list(self.env.get_wrapper_attr("sample_tasks")(n, rng=rng))

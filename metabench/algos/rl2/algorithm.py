@@ -1,0 +1,276 @@
+"""RL2-PPO: a recurrent policy meta-trained with PPO across trials (Duan et al. 2016).
+
+Built on sb3-contrib's ``RecurrentPPO`` and metabench's trial-aware vector env: each sub-env holds
+one task of the meta-batch for a whole trial (``episodes_per_trial`` episodes), the LSTM state
+resets only at trial starts, and returns and advantages span the episodes of a trial, as in
+garage's RL2. One iteration collects exactly one trial per sub-env (``n_steps`` = trial length).
+Training uses :class:`~metabench.algos.rl2.policy.WholeSequenceLstmPolicy`, which runs the LSTM
+over whole sequences (exact, several times faster than the stock step-by-step loop).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch as th
+from sb3_contrib import RecurrentPPO
+from stable_baselines3.common.callbacks import BaseCallback
+
+from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
+from metabench.data import EpisodeBatch
+from metabench.tasks.base import TaskSampler
+from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
+from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
+
+
+@dataclass(frozen=True)
+class RL2PPOConfig:
+    """Every RL2-PPO hyperparameter in one place (defaults: garage's HalfCheetahVel example).
+
+    :param meta_batch_size: tasks (sub-envs) per iteration, one trial each.
+    :param episodes_per_trial: episodes of one task per trial.
+    :param hidden_size: LSTM width (garage used a GRU of 64; sb3-contrib has only LSTMs).
+    :param batch_size: PPO minibatch in steps; ``None`` = the whole iteration (garage's minibatch
+        of 32 trials exceeds its 10 trials per iteration, so it used the whole batch too).
+    :param normalize_advantage: garage's example used ``center_adv=False``.
+    :param reward_scale: multiplies the reward in the RL2 observation (Meta-World uses 0.1).
+    :param deterministic_eval: act with the distribution's mean at meta-test.
+    :param processes: step sub-envs in worker processes.
+    """
+
+    meta_batch_size: int = 10
+    episodes_per_trial: int = 4
+    hidden_size: int = 64
+    discount: float = 0.99
+    gae_lambda: float = 0.95
+    clip_range: float = 0.2
+    n_epochs: int = 10
+    batch_size: int | None = None
+    learning_rate: float = 1e-3
+    ent_coef: float = 0.02
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
+    normalize_advantage: bool = False
+    reward_scale: float = 1.0
+    deterministic_eval: bool = False
+    processes: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("meta_batch_size", "episodes_per_trial", "hidden_size", "n_epochs"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if not 0.0 <= self.discount <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
+            raise ValueError("discount and gae_lambda must lie in [0, 1]")
+        if self.learning_rate <= 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+
+
+class _TrialStats(BaseCallback):
+    """Collects meta-train return and success per episode index of the trial from ``info``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.returns: dict[int, list[float]] = defaultdict(list)
+        self.successes: list[float] = []
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            if info.get(EPISODE_END):
+                self.returns[info[EPISODE_INDEX]].append(info[EPISODE_RETURN])
+                self.successes.append(float(info[EPISODE_SUCCESS]))
+        return True
+
+    def summary(self) -> dict[str, float]:
+        stats = {
+            f"metatrain/return_episode_{k + 1}": float(np.mean(v))
+            for k, v in sorted(self.returns.items())
+        }
+        every = [r for v in self.returns.values() for r in v]
+        stats["metatrain/average_return"] = float(np.mean(every)) if every else float("nan")
+        stats["metatrain/success_rate"] = (
+            float(np.mean(self.successes)) if self.successes else float("nan")
+        )
+        return stats
+
+
+class RL2ExplorationPolicy(Policy):
+    """The recurrent policy acting in one env; its state spans every episode of the trial.
+
+    ``reset`` keeps the hidden state (garage's ``NoResetPolicy``): RL2 adapts by remembering.
+    The state starts fresh when the policy is created, i.e. once per meta-test task.
+    """
+
+    def __init__(self, model: RecurrentPPO, deterministic: bool) -> None:
+        self.model = model
+        self.deterministic = deterministic
+        self._state: tuple[np.ndarray, ...] | None = None
+        self._episode_start = np.ones(1, dtype=bool)
+
+    def get_action(self, observation: np.ndarray) -> np.ndarray:
+        action, self._state = self.model.predict(
+            observation[None],
+            state=self._state,
+            episode_start=self._episode_start,
+            deterministic=self.deterministic,
+        )
+        self._episode_start = np.zeros(1, dtype=bool)
+        return np.asarray(action[0])
+
+
+def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+    """Present a bounded Box action space as [-1, 1], the scale SB3's Gaussian policy starts at
+    (std 1); envs with other bounds would have almost every action clipped."""
+    space = env.action_space
+    if (
+        isinstance(space, gym.spaces.Box)
+        and np.isfinite(space.low).all()
+        and np.isfinite(space.high).all()
+        and not (np.all(space.low == -1.0) and np.all(space.high == 1.0))
+    ):
+        return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
+    return env
+
+
+class RL2PPO(MetaRLAlgorithm):
+    """RL2 with PPO as the inner algorithm.
+
+    :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a task env factory.
+    :param sampler: meta-training tasks; ``None`` uses the task env's ``sample_tasks``.
+    :param config: hyperparameters.
+    :param seed: seeds the sub-envs, the task sequence and torch.
+    :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
+    :param tensorboard_log: directory for SB3's TensorBoard logs, or ``None``.
+
+    Example::
+
+        >>> import metabench
+        >>> algo = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2))
+        >>> stats = algo.train(1)
+        >>> algo.env_steps  # 2 trials of 4 episodes of 20 steps
+        160
+    """
+
+    def __init__(
+        self,
+        env: str | Callable[..., gym.Env[Any, Any]],
+        sampler: TaskSampler | None = None,
+        config: RL2PPOConfig | None = None,
+        seed: int = 0,
+        env_kwargs: dict[str, Any] | None = None,
+        tensorboard_log: str | None = None,
+    ) -> None:
+        self.config = config = config or RL2PPOConfig()
+        self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
+            env,
+            config.meta_batch_size,
+            episodes_per_trial=config.episodes_per_trial,
+            sampler=sampler,
+            rl2=True,
+            reward_scale=config.reward_scale,
+            seed=seed,
+            backend="sb3",
+            processes=config.processes,
+            env_kwargs=env_kwargs,
+            wrapper=rescale_actions,
+        )
+        horizons = self.venv.get_attr("horizon", indices=[0])
+        self.trial_length = config.episodes_per_trial * int(horizons[0])
+        steps_per_iteration = self.trial_length * config.meta_batch_size
+        self.model = RecurrentPPO(
+            WholeSequenceLstmPolicy,
+            self.venv,
+            learning_rate=config.learning_rate,
+            n_steps=self.trial_length,
+            batch_size=config.batch_size or steps_per_iteration,
+            n_epochs=config.n_epochs,
+            gamma=config.discount,
+            gae_lambda=config.gae_lambda,
+            clip_range=config.clip_range,
+            normalize_advantage=config.normalize_advantage,
+            ent_coef=config.ent_coef,
+            vf_coef=config.vf_coef,
+            max_grad_norm=config.max_grad_norm,
+            policy_kwargs={
+                "lstm_hidden_size": config.hidden_size,
+                "net_arch": {"pi": [], "vf": []},
+            },
+            tensorboard_log=tensorboard_log,
+            seed=seed,
+            device="cpu",
+        )
+        self.steps_per_iteration = steps_per_iteration
+        self.iterations = 0
+
+    @property
+    def env_steps(self) -> int:
+        """Environment steps taken in meta-training so far."""
+        return self.iterations * self.steps_per_iteration
+
+    def train(self, n_iterations: int) -> dict[str, float]:
+        """Run ``n_iterations`` PPO iterations, one trial per sub-env each; returns their stats."""
+        if n_iterations < 1:
+            raise ValueError(f"n_iterations must be >= 1, got {n_iterations}")
+        stats = _TrialStats()
+        self.model.learn(
+            total_timesteps=n_iterations * self.steps_per_iteration,
+            callback=stats,
+            reset_num_timesteps=False,
+            tb_log_name="rl2_ppo",
+        )
+        self.iterations += n_iterations
+        return stats.summary()
+
+    def get_exploration_policy(self) -> Policy:
+        return RL2ExplorationPolicy(self.model, self.config.deterministic_eval)
+
+    def adapt_policy(
+        self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
+    ) -> Policy:
+        """RL2 adapts in its hidden state: the exploration policy goes on as the adapted one
+        (garage's ``RL2AdaptedPolicy``)."""
+        if not isinstance(exploration_policy, RL2ExplorationPolicy):
+            raise TypeError("adapt_policy needs the policy returned by get_exploration_policy()")
+        return exploration_policy
+
+    def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+        return rescale_actions(RL2Env(env, reward_scale=self.config.reward_scale))
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training: weights, optimizer, counters, task schedule."""
+        return {
+            "config": dataclasses.asdict(self.config),
+            "policy": self.model.policy.state_dict(),
+            "optimizer": self.model.policy.optimizer.state_dict(),
+            "iterations": self.iterations,
+            "num_timesteps": self.model.num_timesteps,
+            "tasks": self.venv.state_dict(),
+            "torch_rng": th.get_rng_state(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("config") != dataclasses.asdict(self.config):
+            raise ValueError("checkpoint was written with a different RL2PPOConfig")
+        self.model.policy.load_state_dict(state["policy"])
+        self.model.policy.optimizer.load_state_dict(state["optimizer"])
+        self.iterations = int(state["iterations"])
+        self.model.num_timesteps = int(state["num_timesteps"])
+        self.venv.load_state_dict(state["tasks"])
+        th.set_rng_state(state["torch_rng"])
+        self.model._last_obs = None  # the next learn() resets the envs: a fresh trial
+
+
+def policy_bytes(model: RecurrentPPO) -> bytes:
+    """The policy weights serialised with torch, e.g. for hashing or comparison in tests."""
+    buffer = io.BytesIO()
+    th.save(model.policy.state_dict(), buffer)
+    return buffer.getvalue()
