@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 
 def positive_int(text: str) -> int:
@@ -18,7 +21,21 @@ def positive_int(text: str) -> int:
     return value
 
 
+def hyperparameter(text: str) -> tuple[str, Any]:
+    """An argparse type for ``--set KEY=VALUE``; VALUE is read as JSON when it parses as JSON."""
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from metabench.algos.registry import ALGORITHMS
+    from metabench.harness.benchmarks import BENCHMARKS
+
     parser = argparse.ArgumentParser(
         prog="metabench",
         description="Meta-RL benchmarks: task envs, RL2 and MAML, meta-test evaluation.",
@@ -40,15 +57,115 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--no-metaworld", action="store_true", help="skip ML10 (saves ~10 s of set-up)"
     )
+
+    train = commands.add_parser(
+        "train",
+        help="meta-train an algorithm on a benchmark, then meta-test it on held-out tasks",
+        description=(
+            "Meta-train, meta-test on the benchmark's held-out tasks, and write result.json to "
+            "the output directory. Checkpoints are written atomically; running the same command "
+            "again after an interruption resumes from the last one."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    train.add_argument(
+        "--benchmark", required=True, choices=sorted(BENCHMARKS), help="the benchmark"
+    )
+    train.add_argument(
+        "--algo",
+        required=True,
+        choices=sorted(ALGORITHMS),
+        help="the algorithm: "
+        + "; ".join(f"{name}: {entry.description}" for name, entry in ALGORITHMS.items()),
+    )
+    train.add_argument("--seed", type=int, default=0, help="seed of training and test tasks")
+    train.add_argument(
+        "--steps",
+        type=positive_int,
+        default=1_000_000,
+        help="meta-training budget in environment steps (whole iterations only, never more)",
+    )
+    train.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="run directory (default: runs/<benchmark>-<algo>-seed<seed>)",
+    )
+    train.add_argument(
+        "--eval-every",
+        type=int,
+        default=0,
+        help="meta-test every N iterations during training (0: only at the end)",
+    )
+    train.add_argument(
+        "--checkpoint-every", type=positive_int, default=10, help="checkpoint every N iterations"
+    )
+    train.add_argument(
+        "--set",
+        dest="overrides",
+        type=hyperparameter,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one hyperparameter (repeatable), e.g. --set learning_rate=3e-4",
+    )
+
+    evaluate = commands.add_parser(
+        "evaluate",
+        help="meta-test the latest checkpoint of a run",
+        description="Meta-test the latest checkpoint of a run directory and print the result.",
+    )
+    evaluate.add_argument("run_dir", type=Path, help="a directory written by metabench train")
+    evaluate.add_argument(
+        "--test-tasks", type=positive_int, default=None, help="number of held-out tasks"
+    )
+    evaluate.add_argument(
+        "--exploration-episodes", type=positive_int, default=None, help="episodes before adapting"
+    )
+    evaluate.add_argument(
+        "--test-episodes", type=positive_int, default=None, help="episodes after adapting"
+    )
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _run(args: argparse.Namespace) -> None:
     if args.command == "demo":
         from metabench.demo import run_demo
 
         run_demo(args.tasks, args.episodes_per_trial, args.seed, metaworld=not args.no_metaworld)
+    elif args.command == "train":
+        from metabench.harness.run import RunSettings
+        from metabench.harness.training import train
+
+        out = args.out or Path("runs") / f"{args.benchmark}-{args.algo}-seed{args.seed}"
+        train(
+            RunSettings(
+                benchmark=args.benchmark,
+                algorithm=args.algo,
+                seed=args.seed,
+                env_steps=args.steps,
+                out=out,
+                hyperparameters=dict(args.overrides),
+                eval_every=args.eval_every,
+                checkpoint_every=args.checkpoint_every,
+            )
+        )
+    elif args.command == "evaluate":
+        from metabench.harness.training import evaluate
+
+        evaluate(args.run_dir, args.test_tasks, args.exploration_episodes, args.test_episodes)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from metabench.harness.run import RunError
+
+    try:
+        _run(args)
+    except (RunError, KeyError, ValueError) as error:
+        message = error.args[0] if isinstance(error, KeyError) and error.args else error
+        print(f"metabench: error: {message}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -9,17 +9,16 @@ adapt, so the episodes of a trial score alike: the table is the floor a meta-lea
 from __future__ import annotations
 
 import pickle
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from metabench.harness.report import make_console
 from metabench.tasks import SetTaskSampler, Task, TaskSampler
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN, EPISODE_SUCCESS
 
@@ -118,8 +117,7 @@ def run_demo(
     n_tasks: int = 5, episodes_per_trial: int = 2, seed: int = 0, metaworld: bool = True
 ) -> list[TrialResult]:
     """Run the demo and print its table; returns the rows for callers and tests."""
-    # rich falls back to 80 columns when stdout is not a terminal (CI logs, pipes): too narrow.
-    console = Console() if sys.stdout.isatty() else Console(width=120)
+    console = make_console()
     results: list[TrialResult] = []
     with Progress(console=console, transient=True) as progress:
         results += run_random_trials(

@@ -25,6 +25,7 @@ TASK_ENTRY_POINTS: dict[str, str] = {
     "ML10": "metabench.tasks.metaworld:ML10Env",
     "ML45": "metabench.tasks.metaworld:ML45Env",
     "PointGoal": "metabench.tasks.toy:PointGoalEnv",
+    "HiddenSide": "metabench.tasks.toy:HiddenSideEnv",
 }
 """Task env name -> entry point."""
 
@@ -37,6 +38,7 @@ RL2_DEFAULTS: dict[str, dict[str, Any]] = {
     "ML10": {"episodes_per_trial": 10, "reward_scale": 0.1},
     "ML45": {"episodes_per_trial": 10, "reward_scale": 0.1},
     "PointGoal": {"episodes_per_trial": 2, "reward_scale": 1.0},
+    "HiddenSide": {"episodes_per_trial": 2, "reward_scale": 1.0},
 }
 """Default ``episodes_per_trial`` and ``reward_scale`` of each RL2 id."""
 

@@ -40,6 +40,9 @@ class Policy(abc.ABC):
 class MetaRLAlgorithm(abc.ABC):
     """Meta-train with :meth:`train`; meta-test with exploration, adaptation and evaluation."""
 
+    steps_per_iteration: int = 0
+    """Environment steps one :meth:`train` iteration takes (0: the algorithm does not train)."""
+
     @abc.abstractmethod
     def train(self, n_iterations: int) -> Any:
         """Run ``n_iterations`` meta-training iterations (continuing where the last call ended)."""
@@ -61,3 +64,10 @@ class MetaRLAlgorithm(abc.ABC):
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """The env this algorithm's policies observe, built around a task env."""
         return env
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps to continue training; algorithms that train override it."""
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - nothing to restore
+        """Restore what :meth:`state_dict` returned."""

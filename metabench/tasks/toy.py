@@ -106,3 +106,77 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
             self._guard.active = False
         info = {"distance": distance, "success": distance < self.max_step}
         return self._position.copy(), -distance, False, truncated, info
+
+
+class HiddenSideEnv(gym.Env[np.ndarray, np.ndarray]):
+    """A point on a line, rewarded only at the episode's last step by ``side * position``.
+
+    The task is the hidden side (-1 or +1). The reward comes too late to help within an episode,
+    so one episode can do no better than chance (expected return 0); the next episode of the same
+    task can reach ``+horizon * max_step`` if the policy remembers where the reward was. A small
+    test of memory for RL2: the return must rise from the first episode of a trial to the second.
+
+    :param max_step: largest move per step; actions in [-1, 1] are scaled by it.
+    :param horizon: episode length.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's convention
+
+    def __init__(self, max_step: float = 0.2, horizon: int = 5) -> None:
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        if not max_step > 0:
+            raise ValueError(f"max_step must be positive, got {max_step}")
+        self.max_step = float(max_step)
+        self.horizon = horizon
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float64)
+        self.action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self._side: float | None = None
+        self._position = 0.0
+        self._steps = 0
+        self._guard = EpisodeGuard()
+
+    @property
+    def task(self) -> dict[str, float] | None:
+        return None if self._side is None else {"side": self._side}
+
+    def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
+        check_n_tasks(n)
+        rng = self.np_random if rng is None else rng
+        return [{"side": float(side)} for side in rng.choice((-1.0, 1.0), size=n)]
+
+    def set_task(self, task: Task) -> None:
+        if not isinstance(task, Mapping) or set(task) != {"side"} or task["side"] not in (-1, 1):
+            raise InvalidTaskError(
+                f"HiddenSideEnv expects {{'side': -1.0}} or {{'side': 1.0}}, got {task!r}"
+            )
+        self._side = float(task["side"])
+
+    def _observation(self) -> np.ndarray:
+        # position and the fraction of the episode left: enough to act, nothing about the side
+        return np.array([self._position, 1.0 - self._steps / self.horizon])
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        if options and options.get("task") is not None:
+            self.set_task(options["task"])
+        elif self._side is None:
+            self.set_task(self.sample_tasks(1)[0])
+        self._position = 0.0
+        self._steps = 0
+        self._guard.active = True
+        return self._observation(), {"task": self.task}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._guard.check()
+        action = check_action(action, self.action_space)
+        assert self._side is not None
+        self._position += self.max_step * float(np.clip(action[0], -1.0, 1.0))
+        self._steps += 1
+        truncated = self._steps >= self.horizon
+        if truncated:
+            self._guard.active = False
+        reward = self._side * self._position if truncated else 0.0
+        return self._observation(), reward, False, truncated, {"success": reward > 0.5}

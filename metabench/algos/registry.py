@@ -1,0 +1,124 @@
+"""Algorithms by name, each built for a benchmark with the hyperparameters recorded in a run.
+
+Every hyperparameter a run uses ends up in the run's ``config.json``, with the source it came
+from; ``overrides`` (from the command line) replace single fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.harness.benchmarks import BenchmarkSpec
+
+Builder = Callable[[BenchmarkSpec, int, dict[str, Any], "str | None"], MetaRLAlgorithm]
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """An algorithm the CLI and the harness can build."""
+
+    name: str
+    description: str
+    hyperparameters: Callable[[BenchmarkSpec, dict[str, Any]], dict[str, Any]]
+    build: Builder
+
+
+# -- RL2-PPO ---------------------------------------------------------------------------------------
+RL2_PRESETS: dict[str, dict[str, Any]] = {
+    # garage RL2-PPO HalfCheetahVel example (../shared/REFERENCE.md)
+    "HalfCheetahVel": {"meta_batch_size": 10, "hidden_size": 64, "ent_coef": 0.02},
+    "HalfCheetahDir": {"meta_batch_size": 10, "hidden_size": 64, "ent_coef": 0.02},
+    # Meta-World paper appendix: meta-batch 10 (ML10) / 25 (ML45), GRU 256, lr 5e-4, entropy 5e-6
+    "ML10": {"meta_batch_size": 10, "hidden_size": 256, "learning_rate": 5e-4,
+             "ent_coef": 5e-6, "reward_scale": 0.1},
+    "ML45": {"meta_batch_size": 45, "hidden_size": 256, "learning_rate": 5e-4,
+             "ent_coef": 5e-6, "reward_scale": 0.1},
+    "ML1-reach": {"meta_batch_size": 25, "hidden_size": 256, "learning_rate": 5e-4,
+                  "ent_coef": 5e-6, "reward_scale": 0.1},
+    # metabench toys, tuned here to learn within a minute of CPU time
+    "HiddenSide": {"meta_batch_size": 32, "hidden_size": 32, "learning_rate": 3e-3,
+                   "ent_coef": 0.0, "normalize_advantage": True, "n_epochs": 4},
+    "PointGoal": {"meta_batch_size": 16, "hidden_size": 64, "learning_rate": 1e-3,
+                  "ent_coef": 0.0, "normalize_advantage": True},
+}  # fmt: skip
+"""Per-benchmark RL2-PPO settings over :class:`~metabench.algos.rl2.RL2PPOConfig`'s defaults.
+ML45 uses meta-batch 45 rather than the paper's 25 so that each batch holds one task per class."""
+
+
+def _rl2_hyperparameters(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
+    from metabench.algos.rl2.algorithm import RL2PPOConfig
+
+    values = {"episodes_per_trial": spec.episodes_per_trial, **RL2_PRESETS.get(spec.name, {})}
+    values.update(overrides)
+    known = {f.name for f in dataclasses.fields(RL2PPOConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"unknown RL2-PPO hyperparameter(s) {unknown}; valid: {', '.join(sorted(known))}"
+        )
+    return dataclasses.asdict(RL2PPOConfig(**values))
+
+
+def _build_rl2(
+    spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+
+    return RL2PPO(
+        spec.env_id,
+        sampler=spec.train_sampler(seed),
+        config=RL2PPOConfig(**hyperparameters),
+        seed=seed,
+        env_kwargs=spec.train_env_kwargs(seed),
+        tensorboard_log=log_dir,
+    )
+
+
+# -- NOP -------------------------------------------------------------------------------------------
+def _nop_hyperparameters(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
+    values = {"action": "zero", **overrides}
+    if set(values) != {"action"} or values["action"] not in ("zero", "random"):
+        raise ValueError(f"NOP takes only action='zero' or 'random', got {overrides}")
+    return values
+
+
+def _build_nop(
+    spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    from metabench.algos.nop import NOP
+
+    env = spec.make_test_env(seed)
+    return NOP(env.action_space, action=hyperparameters["action"], seed=seed)
+
+
+ALGORITHMS: dict[str, AlgorithmEntry] = {
+    entry.name: entry
+    for entry in [
+        AlgorithmEntry(
+            "rl2-ppo",
+            "RL2 with PPO (sb3-contrib RecurrentPPO, whole-sequence LSTM training)",
+            _rl2_hyperparameters,
+            _build_rl2,
+        ),
+        AlgorithmEntry(
+            "nop",
+            "no optimisation: zero (or random) actions, the floor of every table",
+            _nop_hyperparameters,
+            _build_nop,
+        ),
+    ]
+}
+
+
+def get_algorithm(name: str) -> AlgorithmEntry:
+    """The algorithm called ``name``, or a ``KeyError`` listing the valid names."""
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(ALGORITHMS))}"
+        ) from None

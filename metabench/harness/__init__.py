@@ -1,0 +1,1 @@
+"""Runs, result files and the pieces that make them trustworthy: atomic writes, provenance."""

@@ -1,0 +1,42 @@
+"""Write files so that a reader (or a resumed run) never sees a half-written one."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename it over
+    ``path``: an interrupted write leaves the old file (or none), never a truncated one."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_json(path: str | Path, value: Any) -> None:
+    """:func:`atomic_write_bytes` of ``value`` as indented JSON (NaN is written as ``null``)."""
+    text = json.dumps(_finite(value), indent=2, sort_keys=True, allow_nan=False)
+    atomic_write_bytes(path, (text + "\n").encode())
+
+
+def _finite(value: Any) -> Any:
+    """Replace NaN and inf (not valid JSON) by ``None``, recursively."""
+    if isinstance(value, float) and not (value == value and abs(value) != float("inf")):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

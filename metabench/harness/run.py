@@ -1,0 +1,171 @@
+"""One meta-training run in one directory, resumable after any interruption.
+
+A run directory holds::
+
+    config.json         the resolved configuration (benchmark, algorithm, hyperparameters, seed,
+                        budget, test tasks): a re-run with another configuration is refused
+    checkpoint.pt       the latest checkpoint (algorithm state, iteration, wall time), replaced
+                        atomically every ``checkpoint_every`` iterations
+    tensorboard/        meta-train and meta-test curves
+    evaluations/        a meta-test result every ``eval_every`` iterations
+    result.json         the final result with its provenance
+
+Every file is written atomically, so killing the process (even with SIGKILL) leaves either the
+previous version or the new one. Running the same command again resumes from the checkpoint.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.registry import get_algorithm
+from metabench.evaluation import MetaEvaluator, task_to_json
+from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
+from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
+
+CHECKPOINT_FORMAT = 1
+
+
+class RunError(Exception):
+    """A run cannot start or continue; the message says what to change."""
+
+
+@dataclass
+class RunSettings:
+    """What ``metabench train`` was asked for."""
+
+    benchmark: str
+    algorithm: str
+    seed: int
+    env_steps: int
+    out: Path
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    eval_every: int = 0
+    checkpoint_every: int = 10
+
+
+class RunDirectory:
+    """The files of one run (see the module docstring)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.config_path = self.path / "config.json"
+        self.checkpoint_path = self.path / "checkpoint.pt"
+        self.result_path = self.path / "result.json"
+        self.evaluations = self.path / "evaluations"
+        self.tensorboard = self.path / "tensorboard"
+
+    def create(self) -> None:
+        """Make the directory, or raise :class:`RunError` if it cannot be written."""
+        try:
+            self.evaluations.mkdir(parents=True, exist_ok=True)
+            probe = self.path / ".write-probe"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as error:
+            raise RunError(
+                f"cannot write to output directory {self.path} ({error.strerror}): "
+                f"choose a writable --out"
+            ) from None
+
+    def read_config(self) -> dict[str, Any] | None:
+        if not self.config_path.exists():
+            return None
+        try:
+            return dict(json.loads(self.config_path.read_text()))
+        except (OSError, ValueError) as error:
+            raise RunError(
+                f"{self.config_path} is unreadable ({error}): delete {self.path} to start over"
+            ) from None
+
+    def claim(self, config: dict[str, Any]) -> None:
+        """Write ``config``, or check it equals the one already there (a resumed run)."""
+        existing = self.read_config()
+        if existing is None:
+            if self.checkpoint_path.exists():
+                raise RunError(
+                    f"{self.path} holds a checkpoint but no config.json: it is not a metabench "
+                    f"run directory; choose another --out"
+                )
+            atomic_write_json(self.config_path, config)
+            return
+        if existing != config:
+            differing = sorted(
+                k for k in set(existing) | set(config) if existing.get(k) != config.get(k)
+            )
+            raise RunError(
+                f"{self.path} holds a different run (differs in: {', '.join(differing)}): "
+                f"choose another --out, or delete the directory to start over"
+            )
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """The checkpoint, ``None`` if there is none, :class:`RunError` if it is corrupt."""
+        if not self.checkpoint_path.exists():
+            return None
+        try:
+            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+        except Exception as error:  # torch raises many kinds on a damaged file
+            raise RunError(
+                f"checkpoint {self.checkpoint_path} is corrupt ({type(error).__name__}): "
+                f"delete it to restart the run from the beginning"
+            ) from None
+        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+            raise RunError(
+                f"checkpoint {self.checkpoint_path} is not a metabench checkpoint of format "
+                f"{CHECKPOINT_FORMAT}: delete it to restart the run"
+            )
+        return state
+
+    def save_checkpoint(self, state: dict[str, Any]) -> None:
+        buffer = io.BytesIO()
+        torch.save({"format": CHECKPOINT_FORMAT, **state}, buffer)
+        atomic_write_bytes(self.checkpoint_path, buffer.getvalue())
+
+
+def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
+    """The benchmark and the full configuration a run records (raises ``KeyError`` or
+    ``ValueError`` for unknown names and bad hyperparameters)."""
+    spec = get_benchmark(settings.benchmark)
+    entry = get_algorithm(settings.algorithm)
+    hyperparameters = entry.hyperparameters(spec, settings.hyperparameters)
+    test_tasks = spec.test_tasks(settings.seed)
+    config = {
+        "benchmark": spec.name,
+        "benchmark_source": spec.source,
+        "env_id": spec.env_id,
+        "env_kwargs": spec.train_env_kwargs(settings.seed),
+        "algorithm": entry.name,
+        "hyperparameters": hyperparameters,
+        "seed": settings.seed,
+        "env_steps_budget": settings.env_steps,
+        "protocol": {
+            "n_exploration_eps": spec.n_exploration_eps,
+            "n_test_episodes": spec.n_test_episodes,
+        },
+        "test_tasks": [task_to_json(task) for task in test_tasks],
+    }
+    return spec, json.loads(json.dumps(config))  # exactly what config.json will read back
+
+
+def build_algorithm(
+    spec: BenchmarkSpec, config: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    entry = get_algorithm(config["algorithm"])
+    return entry.build(spec, config["seed"], config["hyperparameters"], log_dir)
+
+
+def make_evaluator(spec: BenchmarkSpec, seed: int, **protocol: int) -> MetaEvaluator:
+    return MetaEvaluator(
+        lambda: spec.make_test_env(seed),
+        spec.test_tasks(seed),
+        n_exploration_eps=protocol.get("n_exploration_eps", spec.n_exploration_eps),
+        n_test_episodes=protocol.get("n_test_episodes", spec.n_test_episodes),
+        seed=seed,
+    )

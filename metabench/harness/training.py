@@ -1,0 +1,165 @@
+"""``metabench train`` and ``metabench evaluate``: meta-train, meta-test, record."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from torch.utils.tensorboard import SummaryWriter
+
+from metabench.evaluation import MetaTestResult
+from metabench.harness.atomic import atomic_write_json
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.provenance import provenance
+from metabench.harness.report import make_console, metatest_table
+from metabench.harness.run import (
+    RunDirectory,
+    RunError,
+    RunSettings,
+    build_algorithm,
+    make_evaluator,
+    resolve,
+)
+
+
+def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int) -> None:
+    writer.add_scalar("metatest/test_return", result.test_return, env_steps)
+    if result.test_success_rate is not None:
+        writer.add_scalar("metatest/test_success_rate", result.test_success_rate, env_steps)
+    for k, value in enumerate(result.return_per_episode):
+        writer.add_scalar(f"metatest/return_episode_{k + 1}", value, env_steps)
+
+
+def train(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
+    """Meta-train, meta-test and write ``result.json``; resumes from a checkpoint if present.
+
+    :raises RunError: (or ``KeyError``/``ValueError`` for bad names and hyperparameters) before
+        any file is written when the settings cannot work.
+    """
+    console = console or make_console(stderr=True)
+    spec, config = resolve(settings)
+    run = RunDirectory(settings.out)
+    algo = build_algorithm(spec, config, str(run.tensorboard))
+    per_iteration = algo.steps_per_iteration
+    if per_iteration and settings.env_steps < per_iteration:
+        raise RunError(
+            f"--steps {settings.env_steps} is less than one iteration of {settings.algorithm} on "
+            f"{spec.name} ({per_iteration} environment steps): raise --steps"
+        )
+    n_iterations = settings.env_steps // per_iteration if per_iteration else 0
+    run.create()
+    run.claim(config)
+    if run.result_path.exists():
+        console.print(f"{run.path} is already complete; its result is {run.result_path}")
+        return dict(json.loads(run.result_path.read_text()))
+
+    start, wall_before, last_stats = 0, 0.0, {}
+    state = run.load_checkpoint()
+    if state is not None:
+        algo.load_state_dict(state["algorithm"])
+        start, wall_before, last_stats = state["iteration"], state["wall_time"], state["metatrain"]
+        console.print(f"Resuming {run.path} at iteration {start} of {n_iterations}")
+    evaluator = make_evaluator(spec, settings.seed)
+    began = time.perf_counter()
+    with (
+        SummaryWriter(str(run.tensorboard / "metabench")) as writer,
+        Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=console,
+        ) as progress,
+    ):
+        bar = progress.add_task(
+            f"{spec.name} {settings.algorithm} seed {settings.seed}",
+            total=max(n_iterations, 1),
+            completed=start,
+            info="",
+        )
+        for iteration in range(start + 1, n_iterations + 1):
+            last_stats = algo.train(1)
+            env_steps = iteration * per_iteration
+            for key, value in last_stats.items():
+                writer.add_scalar(key, value, env_steps)
+            if settings.eval_every and iteration % settings.eval_every == 0:
+                periodic = evaluator.evaluate(algo)
+                _log_metatest(writer, periodic, env_steps)
+                atomic_write_json(
+                    run.evaluations / f"iteration-{iteration:06d}.json",
+                    {"iteration": iteration, "env_steps": env_steps, **periodic.to_dict()},
+                )
+            if iteration % settings.checkpoint_every == 0 or iteration == n_iterations:
+                run.save_checkpoint(
+                    {
+                        "iteration": iteration,
+                        "algorithm": algo.state_dict(),
+                        "wall_time": wall_before + time.perf_counter() - began,
+                        "metatrain": last_stats,
+                    }
+                )
+            average = last_stats.get("metatrain/average_return")
+            info = "" if average is None else f"meta-train return {average:.2f}"
+            progress.update(bar, completed=iteration, info=info)
+        progress.update(bar, description="meta-testing", completed=max(n_iterations, 1))
+        final = evaluator.evaluate(algo)
+        _log_metatest(writer, final, n_iterations * per_iteration)
+    result = {
+        "config": config,
+        "provenance": provenance(),
+        "iterations": n_iterations,
+        "env_steps": n_iterations * per_iteration,
+        "wall_time_s": wall_before + time.perf_counter() - began,
+        "metatrain": last_stats,
+        "metatest": final.to_dict(),
+    }
+    atomic_write_json(run.result_path, result)
+    console.print(metatest_table(final, title=f"{spec.name} / {settings.algorithm}: meta-test"))
+    return result
+
+
+def evaluate(
+    run_dir: str | Path,
+    n_test_tasks: int | None = None,
+    n_exploration_eps: int | None = None,
+    n_test_episodes: int | None = None,
+    console: Console | None = None,
+) -> MetaTestResult:
+    """Meta-test the latest checkpoint of a run; writes ``evaluations/evaluate-<time>.json``."""
+    console = console or make_console(stderr=True)
+    run = RunDirectory(run_dir)
+    config = run.read_config()
+    if config is None:
+        raise RunError(f"{run.path} is not a metabench run directory (no config.json)")
+    spec = get_benchmark(config["benchmark"])
+    if n_test_tasks is not None:
+        spec = dataclasses.replace(spec, n_test_tasks=n_test_tasks)
+    algo = build_algorithm(spec, config, None)
+    state = run.load_checkpoint()
+    if state is None and algo.steps_per_iteration:
+        raise RunError(f"{run.path} has no checkpoint yet: train first (metabench train ...)")
+    if state is not None:
+        algo.load_state_dict(state["algorithm"])
+    protocol = {
+        key: value
+        for key, value in {
+            "n_exploration_eps": n_exploration_eps,
+            "n_test_episodes": n_test_episodes,
+        }.items()
+        if value is not None
+    }
+    result = make_evaluator(spec, config["seed"], **protocol).evaluate(algo)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    atomic_write_json(
+        run.evaluations / f"evaluate-{stamp}.json",
+        {"iteration": None if state is None else state["iteration"], **result.to_dict()},
+    )
+    console.print(metatest_table(result, title=f"{run.path}: meta-test"))
+    return result

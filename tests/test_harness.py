@@ -1,0 +1,190 @@
+"""Runs: result files with provenance, atomic writes, resuming, and one-line errors."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from metabench.cli import main
+from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.run import RunDirectory, RunError, RunSettings
+from metabench.harness.training import evaluate, train
+
+# HiddenSide with RL2-PPO's preset: 32 trials of 2 episodes of 5 steps per iteration.
+STEPS_PER_ITERATION = 32 * 2 * 5
+
+
+def settings(out, algorithm="rl2-ppo", steps=2 * STEPS_PER_ITERATION, **kwargs):
+    return RunSettings("HiddenSide", algorithm, seed=0, env_steps=steps, out=Path(out), **kwargs)
+
+
+def no_temporary_files(path: Path) -> bool:
+    return not [p for p in path.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch):
+    target = tmp_path / "result.json"
+    atomic_write_json(target, {"a": 1.0, "nan": float("nan")})
+    assert json.loads(target.read_text()) == {"a": 1.0, "nan": None}
+
+    def fail(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write_bytes(target, b"half")
+    assert json.loads(target.read_text())["a"] == 1.0
+    assert no_temporary_files(tmp_path)
+
+
+def test_nop_result_records_provenance_and_floor(tmp_path):
+    result = train(settings(tmp_path / "nop", algorithm="nop"))
+    on_disk = json.loads((tmp_path / "nop" / "result.json").read_text())
+    assert on_disk["metatest"] == json.loads(json.dumps(result["metatest"]))
+    versions = on_disk["provenance"]["versions"]
+    for package in ("metabench", "gymnasium", "mujoco", "metaworld", "torch", "stable-baselines3"):
+        assert versions[package]
+    assert on_disk["provenance"]["git_revision"]
+    assert on_disk["config"]["seed"] == 0 and on_disk["env_steps"] == 0
+    assert on_disk["wall_time_s"] > 0
+    spec = get_benchmark("HiddenSide")
+    assert on_disk["config"]["test_tasks"] == spec.test_tasks(0)
+    # zero actions never leave the origin: every HiddenSide episode returns exactly 0
+    assert on_disk["metatest"]["aggregate"]["return_per_episode"] == [0.0, 0.0]
+
+
+def test_rl2_run_writes_checkpoint_and_is_not_repeated(tmp_path, capsys):
+    out = tmp_path / "rl2"
+    first = train(settings(out))
+    assert first["iterations"] == 2 and first["env_steps"] == 2 * STEPS_PER_ITERATION
+    state = RunDirectory(out).load_checkpoint()
+    assert state is not None and state["iteration"] == 2
+    assert (out / "tensorboard" / "metabench").is_dir()
+    again = train(settings(out))
+    assert again == json.loads((out / "result.json").read_text())
+    assert "already complete" in capsys.readouterr().err
+    assert no_temporary_files(out)
+
+
+def test_budget_is_whole_iterations_never_more(tmp_path):
+    result = train(settings(tmp_path / "r", steps=3 * STEPS_PER_ITERATION - 1))
+    assert result["iterations"] == 2
+
+
+def test_periodic_evaluations_are_written(tmp_path):
+    out = tmp_path / "r"
+    train(settings(out, steps=2 * STEPS_PER_ITERATION, eval_every=1))
+    names = sorted(p.name for p in (out / "evaluations").iterdir())
+    assert names == ["iteration-000001.json", "iteration-000002.json"]
+
+
+def test_evaluate_reads_the_checkpoint(tmp_path):
+    out = tmp_path / "r"
+    train(settings(out))
+    result = evaluate(out, n_test_tasks=4, n_exploration_eps=2, n_test_episodes=1)
+    assert result.n_tasks == 4 and len(result.return_per_episode) == 3
+    assert len(list((out / "evaluations").glob("evaluate-*.json"))) == 1
+
+
+def test_budget_smaller_than_one_iteration_fails_before_writing(tmp_path):
+    with pytest.raises(RunError, match="less than one iteration"):
+        train(settings(tmp_path / "small", steps=STEPS_PER_ITERATION - 1))
+    assert not (tmp_path / "small").exists()
+
+
+def test_directory_of_another_run_is_refused(tmp_path):
+    out = tmp_path / "r"
+    train(settings(out, algorithm="nop"))
+    with pytest.raises(RunError, match="holds a different run"):
+        train(settings(out))
+
+
+def test_corrupt_checkpoint_is_reported(tmp_path):
+    out = tmp_path / "r"
+    run = RunDirectory(out)
+    train(settings(out))
+    (out / "result.json").unlink()
+    run.checkpoint_path.write_bytes(run.checkpoint_path.read_bytes()[:100])
+    with pytest.raises(RunError, match="corrupt"):
+        train(settings(out))
+
+
+def test_unwritable_output_directory_is_reported(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    with pytest.raises(RunError, match="writable"):
+        train(settings(blocker / "run"))
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["train", "--benchmark", "Nope", "--algo", "nop"], 2, "invalid choice"),
+        (["train", "--benchmark", "HiddenSide", "--algo", "nope"], 2, "invalid choice"),
+        (["train", "--benchmark", "HiddenSide", "--algo", "rl2-ppo", "--steps", "10"], 1,
+         "less than one iteration"),
+        (["train", "--benchmark", "HiddenSide", "--algo", "rl2-ppo", "--set", "lr=1"], 1,
+         "unknown RL2-PPO hyperparameter"),
+        (["evaluate", "/nonexistent/run"], 1, "not a metabench run directory"),
+    ],
+)  # fmt: skip
+def test_cli_errors_are_one_line_with_exit_code(args, code, message, tmp_path, capsys):
+    if args[0] == "train":
+        args = [*args, "--out", str(tmp_path / "run")]
+    try:
+        assert main(args) == code
+    except SystemExit as exit_info:
+        assert exit_info.code == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert message in err[-1]
+    if code == 1:
+        assert len(err) == 1 and err[0].startswith("metabench: error:")
+
+
+@pytest.mark.slow
+def test_sigkill_then_same_command_resumes(tmp_path):
+    out = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "HiddenSide",
+        "--algo", "rl2-ppo", "--steps", str(200 * STEPS_PER_ITERATION), "--out", str(out),
+        "--checkpoint-every", "1",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = RunDirectory(out)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = run.load_checkpoint() if run.checkpoint_path.exists() else None
+        if state is not None and state["iteration"] >= 3:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed_at = run.load_checkpoint()["iteration"]
+    assert 3 <= killed_at < 200 and not run.result_path.exists()
+
+    command[command.index("--steps") + 1] = str((killed_at + 2) * STEPS_PER_ITERATION)
+    # a different budget is a different run ...
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert finished.returncode == 1 and "env_steps_budget" in finished.stderr
+    # ... so resume with the same command
+    command[command.index("--steps") + 1] = str(200 * STEPS_PER_ITERATION)
+    command += ["--checkpoint-every", "1"]
+    resumed = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        state = run.load_checkpoint()
+        if state["iteration"] >= killed_at + 2:
+            break
+        time.sleep(0.2)
+    resumed.send_signal(signal.SIGKILL)
+    resumed.wait()
+    assert resumed.stderr is not None
+    assert f"Resuming {out} at iteration {killed_at}" in resumed.stderr.read()
+    assert run.load_checkpoint()["iteration"] >= killed_at + 2
+    assert no_temporary_files(out)

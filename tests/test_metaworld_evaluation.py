@@ -1,0 +1,236 @@
+"""Meta-World tasks in MetaEvaluator, and Meta-World's own evaluator driving a metabench algorithm.
+
+``metaworld.evaluation.metalearning_evaluation`` runs here on ML1 ``reach-v3`` test goals with
+short episodes (``max_episode_steps``) and is checked against an independent count: metabench's
+:class:`MetaEvaluator` on the very tasks the vector env used, with the same (zero) actions.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from metabench.algos.base import Policy
+from metabench.algos.metaworld_adapter import MetaWorldAgent
+from metabench.algos.nop import NOP
+from metabench.data import EpisodeBatch, StepType
+from metabench.evaluation import MetaEvaluator, MetaTestResult, task_from_json, task_to_json
+from metabench.tasks.toy import PointGoalEnv
+
+H = 20  # short Meta-World episodes
+ENV_NAME = "reach-v3"
+
+
+class CountingNOP(NOP):
+    """NOP with zero actions that records what the protocol asked of it."""
+
+    def __init__(self, action_space: gym.spaces.Space[Any]) -> None:
+        super().__init__(action_space)
+        self.policies: list[Policy] = []
+        self.batches: list[EpisodeBatch] = []
+
+    def get_exploration_policy(self) -> Any:
+        self.policies.append(super().get_exploration_policy())
+        return self.policies[-1]
+
+    def adapt_policy(
+        self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
+    ) -> Policy:
+        self.batches.append(exploration_episodes)
+        return super().adapt_policy(exploration_policy, exploration_episodes)
+
+
+def make_ml1_test_env() -> gym.Env[Any, Any]:
+    from metabench.tasks.metaworld import ML1Env
+
+    return ML1Env(ENV_NAME, split="test", seed=0, horizon=H)
+
+
+def run_metaworld(meta_batch_size: int, num_evals: int = 2):
+    """Meta-World's evaluation of zero-action NOP; returns its output, the agent and the tasks."""
+    from metaworld.evaluation import metalearning_evaluation
+
+    envs = gym.make_vec(
+        "Meta-World/ML1-test",
+        env_name=ENV_NAME,
+        meta_batch_size=meta_batch_size,
+        total_tasks_per_cls=4,
+        max_episode_steps=H,
+        seed=0,
+    )
+    tasks: list[Any] = []
+
+    class RecordingAgent(MetaWorldAgent):
+        def init(self) -> None:  # Meta-World has just picked each sub-env's task
+            super().init()
+            index, lists = envs.get_attr("current_task_idx"), envs.get_attr("tasks")
+            tasks.extend(lists[i][index[i]] for i in range(envs.num_envs))
+
+    algo = CountingNOP(envs.single_action_space)
+    agent = RecordingAgent(algo, envs)
+    output = metalearning_evaluation(
+        agent,
+        envs,
+        num_evals=num_evals,
+        adaptation_steps=1,
+        adaptation_episodes=2,
+        evaluation_episodes=3,
+    )
+    envs.close()
+    return output, agent, algo, tasks
+
+
+@pytest.mark.metaworld
+def test_metaworld_evaluation_matches_metabench_on_one_sub_env():
+    (success_rate, mean_return, per_class), agent, algo, tasks = run_metaworld(1)
+
+    # the adapter did what the protocol asks: 2 rounds x 1 sub-env
+    assert agent.n_inits == 2 and agent.n_adaptations == 2
+    assert len(algo.policies) == 2 and len(algo.batches) == 2
+    for batch in algo.batches:
+        assert batch.lengths.tolist() == [H, H]
+        assert (
+            batch.step_types.tolist()
+            == ([StepType.FIRST] + [StepType.MID] * (H - 2) + [StepType.TIMEOUT]) * 2
+        )
+        assert batch.observations.shape == (2 * H, 39)
+        np.testing.assert_array_equal(batch.actions, 0.0)
+    # reset before every episode: 2 exploration + 3 evaluation (none ends early: no success)
+    assert [p.n_resets for p in algo.policies] == [5, 5]
+
+    # independent count: metabench's evaluator on the same goals with the same actions
+    assert len(tasks) == 2 and tasks[0] != tasks[1]
+    result = MetaEvaluator(make_ml1_test_env, tasks, 2, 3).evaluate(NOP(algo.action_space))
+    assert 0.0 <= success_rate <= 1.0
+    assert mean_return == pytest.approx(result.test_return, rel=1e-9)
+    assert success_rate == pytest.approx(result.test_episode_success_rate)
+    assert per_class[ENV_NAME] == pytest.approx(result.test_episode_success_rate)
+    assert all(t.episode_lengths == [H] * 5 for t in result.tasks)
+    assert all(t.episode_successes is not None for t in result.tasks)  # Meta-World reports it
+
+
+@pytest.mark.metaworld
+def test_metaworld_evaluation_mixes_ml1_tasks_sharing_a_name():
+    (success_rate, mean_return, _), agent, algo, tasks = run_metaworld(2)
+    assert agent.n_inits == 2 and agent.n_adaptations == 2
+    assert len(algo.policies) == 4 and len(algo.batches) == 4  # one per sub-env per round
+    assert all(batch.lengths.tolist() == [H, H] for batch in algo.batches)
+    assert 0.0 <= success_rate <= 1.0
+
+    result = MetaEvaluator(make_ml1_test_env, tasks, 2, 3).evaluate(NOP(algo.action_space))
+    per_task = [t.test_return for t in result.tasks]  # [round 0: env 0, env 1, round 1: ...]
+    assert min(per_task) <= mean_return <= max(per_task)
+    # Meta-World 3.1.1 keys episodes by env name and keeps the first 3 to end: sub-env 0's
+    # first two and sub-env 1's first, so its mean is not the mean over the tasks (metabench's).
+    mixed = np.mean([(2 * per_task[2 * k] + per_task[2 * k + 1]) / 3 for k in range(2)])
+    assert mean_return == pytest.approx(mixed, rel=1e-9)
+    assert result.test_return != pytest.approx(mean_return, rel=1e-6)
+
+
+@pytest.mark.metaworld
+def test_metaworld_tasks_are_recorded_and_replayed():
+    from metabench.tasks.metaworld import load_benchmark
+
+    tasks = list(load_benchmark("ML1", ENV_NAME, 0).test_tasks[:2])
+    encoded = task_to_json(tasks[0])
+    assert set(encoded) == {"env_name", "data"} and encoded["env_name"] == ENV_NAME
+    assert task_from_json(json.loads(json.dumps(encoded))) == tasks[0]
+
+    evaluator = MetaEvaluator(make_ml1_test_env, tasks, 1, 1, seed=3)
+    result = evaluator.evaluate(NOP(gym.spaces.Box(-1, 1, (4,)), "random", seed=0))
+    restored = MetaTestResult.from_dict(json.loads(json.dumps(result.to_dict())))
+    assert restored == result
+    assert [t.restore_task() for t in restored.tasks] == tasks
+    assert [t.task_index for t in restored.tasks] == [0, 1]
+    assert all(t.episode_successes is not None for t in result.tasks)
+    replay = MetaEvaluator(
+        make_ml1_test_env, [t.restore_task() for t in restored.tasks], 1, 1, seed=3
+    )
+    again = replay.evaluate(NOP(gym.spaces.Box(-1, 1, (4,)), "random", seed=0))
+    assert again.to_dict() == result.to_dict()
+
+
+# -- the adapter alone, driven by hand on a PointGoal vector env (no Meta-World needed) ------------
+def point_vec(autoreset_mode: gym.vector.AutoresetMode) -> gym.vector.SyncVectorEnv:
+    tasks = [{"goal": [0.3, 0.0]}, {"goal": [0.0, -0.2]}]
+
+    def make(task: dict[str, list[float]]):
+        def thunk() -> gym.Env[Any, Any]:
+            env = PointGoalEnv(horizon=4)
+            env.set_task(task)
+            return env
+
+        return thunk
+
+    return gym.vector.SyncVectorEnv([make(t) for t in tasks], autoreset_mode=autoreset_mode)
+
+
+def test_adapter_requires_same_step_autoreset():
+    envs = point_vec(gym.vector.AutoresetMode.NEXT_STEP)
+    with pytest.raises(ValueError, match="SAME_STEP"):
+        MetaWorldAgent(NOP(envs.single_action_space), envs)
+    with pytest.raises(ValueError, match="MetaRLAlgorithm"):
+        MetaWorldAgent(object(), point_vec(gym.vector.AutoresetMode.SAME_STEP))  # type: ignore[arg-type]
+
+
+def drive(agent: MetaWorldAgent, envs: gym.vector.VectorEnv, adaptation_steps: int) -> None:
+    """Meta-World's call sequence: init, (reset, explore 2 episodes, adapt) x steps, evaluate."""
+    from collections import namedtuple
+
+    timestep = namedtuple("timestep", "observation action reward terminated truncated aux")
+    agent.init()
+    for _ in range(adaptation_steps):
+        obs, _ = envs.reset(seed=0)
+        episodes = np.zeros(envs.num_envs)
+        while (episodes < 2).any():
+            actions, aux = agent.adapt_action(obs)
+            next_obs, rewards, terminated, truncated, _ = envs.step(actions)
+            agent.step(timestep(obs, actions, rewards, terminated, truncated, aux))
+            episodes += terminated | truncated
+            obs = next_obs
+        agent.adapt()
+    obs, _ = envs.reset(seed=1)
+    agent.reset(np.ones(envs.num_envs, dtype=bool))
+    for _ in range(4 * 3):
+        obs, _, terminated, truncated, _ = envs.step(agent.eval_action(obs))
+        agent.reset(terminated | truncated)
+
+
+@pytest.mark.parametrize("adaptation_steps", [1, 2])
+def test_adapter_protocol_by_hand(adaptation_steps: int):
+    envs = point_vec(gym.vector.AutoresetMode.SAME_STEP)
+    algo = CountingNOP(envs.single_action_space)
+    agent = MetaWorldAgent(algo, envs)
+    drive(agent, envs, adaptation_steps)
+    # one exploration policy and one adaptation per sub-env; more adaptation steps = more episodes
+    assert len(algo.policies) == 2 and len(algo.batches) == 2
+    n_episodes = 2 * adaptation_steps
+    for sub_env, batch in enumerate(algo.batches):
+        assert batch.lengths.tolist() == [4] * n_episodes
+        goal = np.array([[0.3, 0.0], [0.0, -0.2]][sub_env])
+        np.testing.assert_allclose(batch.rewards, -np.linalg.norm(goal))  # zero actions, origin
+        np.testing.assert_array_equal(batch.last_observations, np.zeros((n_episodes, 2)))
+    # a reset before every episode: exploration episodes + the 3 evaluation episodes
+    assert [p.n_resets for p in algo.policies] == [n_episodes + 3] * 2
+    assert [p.n_actions for p in algo.policies] == [4 * n_episodes + 12] * 2
+
+
+def test_adapter_misuse_is_an_error():
+    envs = point_vec(gym.vector.AutoresetMode.SAME_STEP)
+    agent = MetaWorldAgent(NOP(envs.single_action_space), envs)
+    obs, _ = envs.reset(seed=0)
+    with pytest.raises(RuntimeError, match="before init"):
+        agent.adapt_action(obs)
+    agent.init()
+    with pytest.raises(RuntimeError, match="before adapt"):
+        agent.eval_action(obs)
+    agent.adapt()
+    with pytest.raises(RuntimeError, match="no exploration episode"):
+        agent.eval_action(obs)
+    agent.init()
+    with pytest.raises(ValueError, match="one row per sub-env"):
+        agent.adapt_action(obs[:1])
