@@ -104,10 +104,12 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
         self._guard.check()
         action = check_action(action, self.action_space)
         data = self.data
-        x_before = data.qpos[0]
+        # Python floats, not NumPy scalars: SB3's DummyVecEnv deep-copies every info dict, and
+        # NumPy scalars make that copy several times slower.
+        x_before = float(data.qpos[0])
         data.ctrl[:] = action
         mujoco.mj_step(self.model, data, nstep=self.frame_skip)
-        x_after = data.qpos[0]
+        x_after = float(data.qpos[0])
         x_velocity = (x_after - x_before) / self._step_dt
         assert self._task is not None  # reset() always sets one
         task_reward = self._task_reward(x_velocity, self._task[self.task_key])

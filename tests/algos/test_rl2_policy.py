@@ -252,8 +252,9 @@ def test_recurrent_ppo_trains_like_stock() -> None:
     # calls beyond the 256 rollout ones) and the fast one one call per minibatch.
     n_minibatches = 256 // 32
     assert len(stock_calls) > 256 + n_minibatches
-    assert len(fast_calls) == 256 + n_minibatches
-    assert sum(n > 1 for n in fast_calls) == n_minibatches
+    # rollout steps go through torch.lstm_cell, so nn.LSTM runs once per minibatch only
+    assert len(fast_calls) == n_minibatches
+    assert all(n > 1 for n in fast_calls)
 
     # Same seed, same weights at start, same rollouts: training must end at the same
     # weights. They are not bit-identical, because a whole-sequence LSTM call groups the float

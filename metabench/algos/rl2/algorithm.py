@@ -11,7 +11,7 @@ over whole sequences (exact, several times faster than the stock step-by-step lo
 from __future__ import annotations
 
 import dataclasses
-import io
+import random
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +21,7 @@ import gymnasium as gym
 import numpy as np
 import torch as th
 from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
@@ -149,6 +150,8 @@ class RL2PPO(MetaRLAlgorithm):
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
     :param tensorboard_log: directory for SB3's TensorBoard logs, or ``None``.
+    :param policy_class: sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same
+        policy step by step through the LSTM (only for speed comparisons: results are equal).
 
     Example::
 
@@ -167,6 +170,7 @@ class RL2PPO(MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
+        policy_class: type[RecurrentActorCriticPolicy] = WholeSequenceLstmPolicy,
     ) -> None:
         self.config = config = config or RL2PPOConfig()
         self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
@@ -186,7 +190,7 @@ class RL2PPO(MetaRLAlgorithm):
         self.trial_length = config.episodes_per_trial * int(horizons[0])
         steps_per_iteration = self.trial_length * config.meta_batch_size
         self.model = RecurrentPPO(
-            WholeSequenceLstmPolicy,
+            policy_class,
             self.venv,
             learning_rate=config.learning_rate,
             n_steps=self.trial_length,
@@ -254,7 +258,11 @@ class RL2PPO(MetaRLAlgorithm):
             "iterations": self.iterations,
             "num_timesteps": self.model.num_timesteps,
             "tasks": self.venv.state_dict(),
+            # SB3 seeds and draws from the global generators (minibatch order from NumPy's,
+            # action noise from torch's): resuming exactly needs all three.
             "torch_rng": th.get_rng_state(),
+            "numpy_rng": np.random.get_state(),
+            "python_rng": random.getstate(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -266,11 +274,7 @@ class RL2PPO(MetaRLAlgorithm):
         self.model.num_timesteps = int(state["num_timesteps"])
         self.venv.load_state_dict(state["tasks"])
         th.set_rng_state(state["torch_rng"])
+        np.random.set_state(state["numpy_rng"])
+        random.setstate(state["python_rng"])
         self.model._last_obs = None  # the next learn() resets the envs: a fresh trial
 
-
-def policy_bytes(model: RecurrentPPO) -> bytes:
-    """The policy weights serialised with torch, e.g. for hashing or comparison in tests."""
-    buffer = io.BytesIO()
-    th.save(model.policy.state_dict(), buffer)
-    return buffer.getvalue()

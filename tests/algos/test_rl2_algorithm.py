@@ -1,0 +1,138 @@
+"""RL2-PPO: trial-shaped rollouts, exact resume, the meta-test policies, and (slow) learning."""
+
+from collections.abc import Iterator
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch as th
+
+import metabench  # noqa: F401 - registers the ids
+from metabench.algos.nop import NOP
+from metabench.algos.registry import RL2_PRESETS
+from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.run import make_evaluator
+from metabench.wrappers import RL2Env, Trial
+
+LEARNING_ITERATIONS = 400  # 128k env steps, about a minute on one core
+SMALL = RL2PPOConfig(meta_batch_size=4, episodes_per_trial=2, hidden_size=8, n_epochs=2)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_torch_thread() -> Iterator[None]:
+    """Bitwise-equal runs need the same thread count; small nets are fastest on one."""
+    previous = th.get_num_threads()
+    th.set_num_threads(1)
+    yield
+    th.set_num_threads(previous)
+
+
+def parameters(algo: RL2PPO) -> list[np.ndarray]:
+    return [p.detach().numpy().copy() for p in algo.model.policy.parameters()]
+
+
+def test_one_iteration_is_one_trial_per_sub_env():
+    algo = RL2PPO("metabench/HiddenSide-v0", config=SMALL, env_kwargs={"horizon": 3})
+    assert algo.trial_length == 6 and algo.steps_per_iteration == 24
+    algo.train(2)
+    assert algo.env_steps == 48 == algo.model.num_timesteps
+    # after training the buffer is flattened env-major: (n_envs * n_steps, 1)
+    starts = algo.model.rollout_buffer.episode_starts.reshape(4, 6)
+    np.testing.assert_array_equal(starts[:, 0], 1.0)  # the hidden state resets at trial starts only
+    np.testing.assert_array_equal(starts[:, 1:], 0.0)
+
+
+def test_meta_train_stats_cover_each_episode_of_the_trial():
+    algo = RL2PPO("metabench/HiddenSide-v0", config=SMALL)
+    stats = algo.train(1)
+    assert set(stats) == {
+        "metatrain/return_episode_1",
+        "metatrain/return_episode_2",
+        "metatrain/average_return",
+        "metatrain/success_rate",
+    }
+    assert stats["metatrain/average_return"] == pytest.approx(
+        (stats["metatrain/return_episode_1"] + stats["metatrain/return_episode_2"]) / 2
+    )
+
+
+def test_resume_from_state_dict_continues_exactly():
+    def make():
+        return RL2PPO("metabench/HiddenSide-v0", config=SMALL, seed=3)
+
+    straight = make()
+    straight.train(2)
+    first = make()
+    first.train(1)
+    state = first.state_dict()
+    resumed = make()
+    resumed.load_state_dict(state)
+    resumed.train(1)
+    assert resumed.iterations == 2 and resumed.model.num_timesteps == straight.model.num_timesteps
+    for a, b in zip(parameters(straight), parameters(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_checkpoint_of_another_config_is_refused():
+    state = RL2PPO("metabench/HiddenSide-v0", config=SMALL).state_dict()
+    other = RL2PPO("metabench/HiddenSide-v0", config=RL2PPOConfig(meta_batch_size=2))
+    with pytest.raises(ValueError, match="different RL2PPOConfig"):
+        other.load_state_dict(state)
+
+
+def test_exploration_policy_keeps_its_state_across_episodes():
+    algo = RL2PPO("metabench/HiddenSide-v0", config=RL2PPOConfig(deterministic_eval=True))
+    env = algo.wrap_env(Trial(gym.make("metabench/HiddenSide-v0").unwrapped, 2))
+    obs, _ = env.reset(seed=0)
+    kept, fresh = algo.get_exploration_policy(), algo.get_exploration_policy()
+    for _ in range(5):
+        kept.get_action(obs)
+    kept.reset()  # an episode start: RL2 keeps its memory
+    assert algo.adapt_policy(kept, None) is kept  # type: ignore[arg-type]
+    assert not np.array_equal(kept.get_action(obs), fresh.get_action(obs))
+    again = algo.get_exploration_policy()
+    np.testing.assert_array_equal(
+        again.get_action(obs), algo.get_exploration_policy().get_action(obs)
+    )
+
+
+def test_wrap_env_adds_rl2_observation_and_rescales_small_action_boxes():
+    algo = RL2PPO(
+        "metabench/PointGoal-v0", config=RL2PPOConfig(reward_scale=0.5, meta_batch_size=2)
+    )
+    env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
+    assert isinstance(env, gym.wrappers.RescaleAction)
+    assert isinstance(env.env, RL2Env) and env.env.reward_scale == 0.5
+    np.testing.assert_array_equal(env.action_space.high, [1.0, 1.0])
+    env.reset(seed=0)
+    obs = env.step(np.array([1.0, -1.0], dtype=np.float32))[0]
+    np.testing.assert_allclose(obs[:2], [0.1, -0.1])  # the task env moved by max_step
+
+
+@pytest.mark.parametrize("bad", [{"meta_batch_size": 0}, {"discount": 1.5}, {"learning_rate": 0}])
+def test_bad_config_raises(bad):
+    with pytest.raises(ValueError):
+        RL2PPOConfig(**bad)
+
+
+@pytest.mark.slow
+def test_rl2_learns_to_remember_the_hidden_side():
+    """HiddenSide pays only at an episode's end, so one episode can do no better than chance:
+    the second episode of a trial improves only if the policy remembers the first."""
+    spec = get_benchmark("HiddenSide")
+    algo = RL2PPO(
+        spec.env_id,
+        config=RL2PPOConfig(episodes_per_trial=2, **RL2_PRESETS["HiddenSide"]),
+        seed=0,
+        env_kwargs=spec.train_env_kwargs(0),
+    )
+    evaluator = make_evaluator(spec, seed=0)
+    before = evaluator.evaluate(algo)
+    algo.train(LEARNING_ITERATIONS)
+    after = evaluator.evaluate(algo)
+    nop = evaluator.evaluate(NOP(gym.make(spec.env_id).action_space))
+    first, second = after.return_per_episode
+    assert second > first + 0.5, after.return_per_episode  # remembers: max 1.0, chance 0
+    assert second > nop.test_return + 0.5 and second > before.test_return + 0.5
+    assert after.test_success_rate is not None and after.test_success_rate >= 0.9
