@@ -125,6 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--test-episodes", type=positive_int, default=None, help="episodes after adapting"
     )
+
+    table = commands.add_parser(
+        "table",
+        help="write the Markdown results table from the result files below a folder",
+        description="Collect every result.json below --results and write a Markdown table.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    table.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
+    table.add_argument(
+        "--out", type=Path, default=None, help="output file (default: <results>/README.md)"
+    )
     return parser
 
 
@@ -148,8 +159,18 @@ def _run(args: argparse.Namespace) -> None:
                 hyperparameters=dict(args.overrides),
                 eval_every=args.eval_every,
                 checkpoint_every=args.checkpoint_every,
+                command=" ".join(["metabench", *sys.argv[1:]]),
             )
         )
+    elif args.command == "table":
+        from metabench.harness.atomic import atomic_write_bytes
+        from metabench.harness.tables import results_markdown
+
+        if not args.results.is_dir():
+            raise ValueError(f"--results {args.results} is not a folder")
+        out = args.out or args.results / "README.md"
+        atomic_write_bytes(out, results_markdown(args.results).encode())
+        print(f"wrote {out}")
     elif args.command == "evaluate":
         from metabench.harness.training import evaluate
 
@@ -162,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         _run(args)
-    except (RunError, KeyError, ValueError) as error:
+    except (RunError, KeyError, ValueError) as error:  # CorruptResultError is a ValueError
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"metabench: error: {message}", file=sys.stderr)
         return 1

@@ -188,3 +188,17 @@ def test_sigkill_then_same_command_resumes(tmp_path):
     assert f"Resuming {out} at iteration {killed_at}" in resumed.stderr.read()
     assert run.load_checkpoint()["iteration"] >= killed_at + 2
     assert no_temporary_files(out)
+
+
+def test_table_lists_runs_and_references_and_rejects_corrupt_results(tmp_path, capsys):
+    results = tmp_path / "results"
+    train(settings(results / "nop", algorithm="nop"))
+    assert main(["table", "--results", str(results)]) == 0
+    page = (results / "README.md").read_text()
+    assert "| HiddenSide | nop | 0 | 0 |" in page
+    assert "0.00 → 0.00" in page  # NOP's adaptation curve on HiddenSide
+    assert "Meta-World paper" in page and "0.358" in page
+    (results / "broken").mkdir()
+    (results / "broken" / "result.json").write_text('{"config": ')
+    assert main(["table", "--results", str(results)]) == 1
+    assert "broken/result.json is unreadable" in capsys.readouterr().err

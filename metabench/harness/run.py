@@ -49,6 +49,8 @@ class RunSettings:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     eval_every: int = 0
     checkpoint_every: int = 10
+    command: str | None = None
+    """The command line that started the run, recorded in ``result.json`` for reproduction."""
 
 
 class RunDirectory:

@@ -113,6 +113,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         _log_metatest(writer, final, n_iterations * per_iteration)
     result = {
         "config": config,
+        "command": settings.command,
         "provenance": provenance(),
         "iterations": n_iterations,
         "env_steps": n_iterations * per_iteration,

@@ -1,0 +1,23 @@
+"""RL2-PPO training speed: whole-sequence LSTM training against stock RecurrentPPO.
+
+Target (issue "RL2 end to end"): at least 5x the environment steps per second of stock
+RecurrentPPO on the same configuration (garage's HalfCheetahVel RL2-PPO example), measured in
+one run. Run with ``make bench``; ``scripts/bench_rl2_training.py`` prints the same numbers.
+"""
+
+from __future__ import annotations
+
+import pytest
+from bench_rl2_training import measure
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.mujoco]
+
+
+def test_rl2_training_speedup_over_stock_recurrent_ppo():
+    rates = measure(iterations=2)
+    ratio = rates["whole"] / rates["stock"]
+    print(
+        f"\nRL2-PPO HalfCheetahVel env steps/s: stock {rates['stock']:.0f}, "
+        f"whole-sequence {rates['whole']:.0f}, speed-up {ratio:.2f}x (target >= 5x)"
+    )
+    assert ratio >= 5.0
