@@ -55,8 +55,9 @@ def test_nop_result_records_provenance_and_floor(tmp_path):
     assert on_disk["wall_time_s"] > 0
     spec = get_benchmark("HiddenSide")
     assert on_disk["config"]["test_tasks"] == spec.test_tasks(0)
-    # zero actions never leave the origin: every HiddenSide episode returns exactly 0
-    assert on_disk["metatest"]["aggregate"]["return_per_episode"] == [0.0, 0.0]
+    # NOP always moves left (action 0): 5 steps of 0.2 end at -1, paying -side
+    expected = -sum(task["side"] for task in spec.test_tasks(0)) / len(spec.test_tasks(0))
+    assert on_disk["metatest"]["aggregate"]["return_per_episode"] == pytest.approx([expected] * 2)
 
 
 def test_rl2_run_writes_checkpoint_and_is_not_repeated(tmp_path, capsys):
@@ -196,7 +197,9 @@ def test_table_lists_runs_and_references_and_rejects_corrupt_results(tmp_path, c
     assert main(["table", "--results", str(results)]) == 0
     page = (results / "README.md").read_text()
     assert "| HiddenSide | nop | 0 | 0 |" in page
-    assert "0.00 → 0.00" in page  # NOP's adaptation curve on HiddenSide
+    curve = json.loads((results / "nop" / "result.json").read_text())["metatest"]["aggregate"]
+    low, high = (f"{value:.2f}" for value in curve["return_per_episode"])
+    assert f"{low} → {high}" in page  # NOP's adaptation curve on HiddenSide
     assert "Meta-World paper" in page and "0.358" in page
     (results / "broken").mkdir()
     (results / "broken" / "result.json").write_text('{"config": ')

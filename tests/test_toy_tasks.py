@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from metabench.errors import InvalidTaskError, StepBeforeResetError
+from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
 from metabench.tasks.toy import HiddenSideEnv, PointGoalEnv
 
 
@@ -27,12 +27,12 @@ def test_point_goal_reward_is_negative_distance_after_clipped_move():
 def test_hidden_side_pays_side_times_position_at_the_last_step_only(side):
     env = HiddenSideEnv(max_step=0.2, horizon=4)
     env.reset(seed=0, options={"task": {"side": side}})
-    actions = [0.5, 1.0, -0.25, 2.0]  # the last is clipped to 1
-    rewards = [env.step(np.array([a], dtype=np.float32))[1] for a in actions]
+    actions = [1, 1, 0, 1]  # right, right, left, right
+    rewards = [env.step(a)[1] for a in actions]
     assert rewards[:3] == [0.0, 0.0, 0.0]
-    assert rewards[3] == pytest.approx(side * 0.2 * (0.5 + 1.0 - 0.25 + 1.0))
+    assert rewards[3] == pytest.approx(side * 0.2 * (1 + 1 - 1 + 1))
     with pytest.raises(StepBeforeResetError):
-        env.step(np.zeros(1, dtype=np.float32))
+        env.step(0)
 
 
 def test_hidden_side_observation_hides_the_side():
@@ -40,8 +40,16 @@ def test_hidden_side_observation_hides_the_side():
     for side in (-1.0, 1.0):
         env = HiddenSideEnv()
         obs, _ = env.reset(seed=0, options={"task": {"side": side}})
-        observations.append([obs, *(env.step(np.ones(1, dtype=np.float32))[0] for _ in range(4))])
+        observations.append([obs, *(env.step(1)[0] for _ in range(4))])
     np.testing.assert_array_equal(np.array(observations[0]), np.array(observations[1]))
+
+
+@pytest.mark.parametrize("action", [2, -1, 0.5, np.array([1])])
+def test_hidden_side_rejects_invalid_actions(action):
+    env = HiddenSideEnv()
+    env.reset(seed=0)
+    with pytest.raises(InvalidActionError):
+        env.step(action)
 
 
 def test_hidden_side_tasks_are_both_sides_and_validated():

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from metabench.errors import InvalidTaskError
+from metabench.errors import InvalidActionError, InvalidTaskError
 from metabench.tasks.base import EpisodeGuard, Task, check_action, check_n_tasks
 
 
@@ -108,7 +108,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._position.copy(), -distance, False, truncated, info
 
 
-class HiddenSideEnv(gym.Env[np.ndarray, np.ndarray]):
+class HiddenSideEnv(gym.Env[np.ndarray, np.int64]):
     """A point on a line, rewarded only at the episode's last step by ``side * position``.
 
     The task is the hidden side (-1 or +1). The reward comes too late to help within an episode,
@@ -116,7 +116,11 @@ class HiddenSideEnv(gym.Env[np.ndarray, np.ndarray]):
     task can reach ``+horizon * max_step`` if the policy remembers where the reward was. A small
     test of memory for RL2: the return must rise from the first episode of a trial to the second.
 
-    :param max_step: largest move per step; actions in [-1, 1] are scaled by it.
+    Actions are discrete, 0 (left) or 1 (right), each a move of ``max_step``: a Gaussian policy
+    clipped to a bounded action tends to saturate at one bound in this task and stop exploring,
+    which hides whether the memory was learned.
+
+    :param max_step: the length of one move.
     :param horizon: episode length.
     """
 
@@ -130,7 +134,7 @@ class HiddenSideEnv(gym.Env[np.ndarray, np.ndarray]):
         self.max_step = float(max_step)
         self.horizon = horizon
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float64)
-        self.action_space = spaces.Box(-1.0, 1.0, shape=(1,), dtype=np.float32)
+        self.action_space = spaces.Discrete(2)
         self._side: float | None = None
         self._position = 0.0
         self._steps = 0
@@ -171,9 +175,10 @@ class HiddenSideEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self._guard.check()
-        action = check_action(action, self.action_space)
+        if np.shape(action) != () or int(action) not in (0, 1) or int(action) != action:
+            raise InvalidActionError(f"HiddenSideEnv takes the action 0 or 1, got {action!r}")
         assert self._side is not None
-        self._position += self.max_step * float(np.clip(action[0], -1.0, 1.0))
+        self._position += self.max_step * (2 * int(action) - 1)
         self._steps += 1
         truncated = self._steps >= self.horizon
         if truncated:
