@@ -277,4 +277,3 @@ class RL2PPO(MetaRLAlgorithm):
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
         self.model._last_obs = None  # the next learn() resets the envs: a fresh trial
-

@@ -25,9 +25,7 @@ __all__ = ["WholeSequenceLstmPolicy"]
 
 def _single_layer(lstm: nn.LSTM) -> bool:
     """Whether ``lstm`` is one plain layer, which ``torch.lstm_cell`` can step."""
-    return (
-        lstm.num_layers == 1 and not lstm.bidirectional and lstm.bias and lstm.proj_size == 0
-    )
+    return lstm.num_layers == 1 and not lstm.bidirectional and lstm.bias and lstm.proj_size == 0
 
 
 class WholeSequenceLstmPolicy(RecurrentActorCriticPolicy):

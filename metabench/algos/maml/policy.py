@@ -1,0 +1,278 @@
+"""The Gaussian MLP policy MAML adapts, evaluated functionally with any parameter set.
+
+MAML needs the same network under many parameter sets at once: the meta-parameters, and one
+adapted set per task that is a differentiable function of them. So parameters are never
+written into the module during adaptation; every evaluation goes through
+``torch.func.functional_call(module, params, obs)`` with a plain ``dict`` of tensors, and the
+module's own parameters are only the meta-parameters the outer optimiser updates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
+from torch.distributions import Normal
+from torch.func import functional_call, vmap
+
+from metabench.algos.base import Policy
+
+__all__ = [
+    "BatchedGaussianActor",
+    "GaussianMLPPolicy",
+    "GaussianPolicy",
+    "Params",
+    "check_policy_spaces",
+    "detached_params",
+]
+
+Params = dict[str, torch.Tensor]
+"""A full parameter set of a :class:`GaussianMLPPolicy`, keyed like ``named_parameters()``."""
+
+
+def detached_params(params: Mapping[str, torch.Tensor]) -> Params:
+    """A copy of ``params`` cut from every graph: what a policy that only acts needs."""
+    return {name: tensor.detach().clone() for name, tensor in params.items()}
+
+
+class GaussianMLPPolicy(nn.Module):
+    """``a ~ N(mlp(obs), exp(log_std)^2)`` with independent dims and a state-independent std.
+
+    The architecture of the MAML paper (Finn et al. 2017, section 5.3) and garage's
+    ``GaussianMLPPolicy``: tanh hidden layers (100, 100 by default), a linear mean head, and a
+    learned log standard deviation per action dim.
+
+    :param obs_dim: size of the flat observation.
+    :param action_dim: size of the flat action.
+    :param hidden_sizes: widths of the tanh hidden layers.
+    :param init_std: initial standard deviation of every action dim (garage: 1.0).
+
+    Example::
+
+        >>> policy = GaussianMLPPolicy(2, 2, hidden_sizes=(8,))
+        >>> params = dict(policy.named_parameters())
+        >>> policy.distribution(torch.zeros(5, 2), params).sample().shape
+        torch.Size([5, 2])
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        action_dim: int,
+        hidden_sizes: Sequence[int] = (100, 100),
+        init_std: float = 1.0,
+    ) -> None:
+        super().__init__()
+        if obs_dim < 1 or action_dim < 1:
+            raise ValueError(f"obs_dim and action_dim must be >= 1, got {obs_dim}, {action_dim}")
+        if not init_std > 0:
+            raise ValueError(f"init_std must be positive, got {init_std}")
+        if any(size < 1 for size in hidden_sizes):
+            raise ValueError(f"hidden_sizes must be positive, got {tuple(hidden_sizes)}")
+        self.obs_dim = int(obs_dim)
+        self.action_dim = int(action_dim)
+        self.hidden_sizes = tuple(int(size) for size in hidden_sizes)
+        layers: list[nn.Module] = []
+        width = self.obs_dim
+        for size in self.hidden_sizes:
+            layers += [nn.Linear(width, size), nn.Tanh()]
+            width = size
+        layers.append(nn.Linear(width, self.action_dim))
+        self.mean_net = nn.Sequential(*layers)
+        self.log_std = nn.Parameter(torch.full((self.action_dim,), math.log(init_std)))
+
+    @classmethod
+    def from_spaces(
+        cls,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        hidden_sizes: Sequence[int] = (100, 100),
+        init_std: float = 1.0,
+    ) -> GaussianMLPPolicy:
+        """Build a policy for flat ``Box`` observation and action spaces.
+
+        :raises ValueError: for any other kind of space (a Gaussian needs continuous actions).
+        """
+        for name, space in (("observation", observation_space), ("action", action_space)):
+            if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+                raise ValueError(
+                    f"GaussianMLPPolicy needs a flat Box {name} space, got {space}; "
+                    f"flatten the env (gymnasium.wrappers.FlattenObservation) first"
+                )
+        return cls(observation_space.shape[0], action_space.shape[0], hidden_sizes, init_std)  # type: ignore[index]
+
+    def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Mean and log-std, both ``(..., action_dim)``: plain tensors, so ``vmap`` can batch
+        this over stacked parameter sets (a ``Normal`` cannot leave a ``vmap``)."""
+        mean = self.mean_net(observations)
+        return mean, self.log_std.expand_as(mean)
+
+    def mean_log_std(
+        self, observations: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` with ``params`` in place of the module's own (``None``: its own)."""
+        if params is None:
+            return self(observations)
+        output: tuple[torch.Tensor, torch.Tensor] = functional_call(
+            self, dict(params), (observations,)
+        )
+        return output
+
+    def distribution(
+        self, observations: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None
+    ) -> Normal:
+        """The action distribution under ``params`` (``None``: the module's own parameters).
+
+        Independent dims: sum ``log_prob(a)`` over the last axis for the joint log-likelihood.
+        """
+        mean, log_std = self.mean_log_std(observations, params)
+        return Normal(mean, log_std.exp())
+
+    def log_likelihood(
+        self,
+        observations: torch.Tensor,
+        actions: torch.Tensor,
+        params: Mapping[str, torch.Tensor] | None = None,
+    ) -> torch.Tensor:
+        """``log pi(actions | observations)`` summed over action dims, shape ``(...,)``."""
+        return self.distribution(observations, params).log_prob(actions).sum(-1)
+
+    def params(self) -> Params:
+        """The module's own parameters as a dict (the meta-parameters; still in the graph)."""
+        return dict(self.named_parameters())
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The floating dtype of the parameters, which inputs are converted to."""
+        return self.log_std.dtype
+
+
+def check_policy_spaces(
+    policy: GaussianMLPPolicy, observation_space: gym.Space[Any], action_space: gym.Space[Any]
+) -> None:
+    """Raise ``ValueError`` unless ``policy`` reads this observation and writes this action.
+
+    A shape mismatch would otherwise surface as a matrix error deep inside a rollout.
+    """
+    expected = GaussianMLPPolicy.from_spaces(observation_space, action_space, hidden_sizes=(1,))
+    if (policy.obs_dim, policy.action_dim) != (expected.obs_dim, expected.action_dim):
+        raise ValueError(
+            f"policy takes {policy.obs_dim}-dim observations and gives {policy.action_dim}-dim "
+            f"actions, but the env has observation space {observation_space} and action space "
+            f"{action_space}; build it with GaussianMLPPolicy.from_spaces(env spaces)"
+        )
+
+
+class BatchedGaussianActor:
+    """Acts in ``len(param_sets) * group_size`` sub-envs with one batched forward per step.
+
+    Sub-envs ``[k * group_size, (k + 1) * group_size)`` act with ``param_sets[k]`` (one
+    parameter set per task of a meta-batch, each task run in ``group_size`` sub-envs). The
+    parameter sets are stacked and the forward is ``vmap``-ed over them, the model-ensembling
+    pattern of ``torch.func``, so the per-step cost is one call whatever the number of tasks.
+
+    :param policy: the network (its own parameters are not used).
+    :param param_sets: one parameter dict per group (detached; acting needs no graph).
+    :param group_size: sub-envs per parameter set.
+    :param generator: the source of the action noise, for reproducible sampling.
+    :param deterministic: act with the mean instead of sampling.
+    """
+
+    def __init__(
+        self,
+        policy: GaussianMLPPolicy,
+        param_sets: Sequence[Mapping[str, torch.Tensor]],
+        group_size: int,
+        generator: torch.Generator | None = None,
+        deterministic: bool = False,
+    ) -> None:
+        if not param_sets:
+            raise ValueError("BatchedGaussianActor needs at least one parameter set")
+        if group_size < 1:
+            raise ValueError(f"group_size must be >= 1, got {group_size}")
+        self.policy = policy
+        self.n_groups = len(param_sets)
+        self.group_size = int(group_size)
+        self.generator = generator
+        self.deterministic = deterministic
+        self._stacked = {
+            name: torch.stack([params[name].detach() for params in param_sets])
+            for name in param_sets[0]
+        }
+        self._forward = vmap(self._one_group)
+        self.calls = 0
+        """Number of forwards so far (one per env step; tests check the batching)."""
+
+    def _one_group(
+        self, params: dict[str, torch.Tensor], observations: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.policy.mean_log_std(observations, params)
+
+    @property
+    def num_envs(self) -> int:
+        """Sub-envs this actor acts in."""
+        return self.n_groups * self.group_size
+
+    def __call__(self, observations: np.ndarray) -> np.ndarray:
+        """Actions ``(num_envs, action_dim)`` for observations ``(num_envs, obs_dim)``."""
+        obs = torch.as_tensor(np.asarray(observations), dtype=self.policy.dtype)
+        if obs.shape != (self.num_envs, self.policy.obs_dim):
+            raise ValueError(
+                f"observations have shape {tuple(obs.shape)}, expected "
+                f"{(self.num_envs, self.policy.obs_dim)}"
+            )
+        self.calls += 1
+        with torch.no_grad():
+            grouped = obs.reshape(self.n_groups, self.group_size, self.policy.obs_dim)
+            mean, log_std = self._forward(self._stacked, grouped)
+            actions = mean
+            if not self.deterministic:
+                noise = torch.randn(mean.shape, generator=self.generator, dtype=mean.dtype)
+                actions = mean + log_std.exp() * noise
+        return actions.reshape(self.num_envs, self.policy.action_dim).numpy()
+
+
+class GaussianPolicy(Policy):
+    """The :class:`~metabench.algos.base.Policy` adapter: one parameter set, one env.
+
+    Holds its own detached parameter dict, so the meta-policy and any number of adapted
+    policies share one module without touching its parameters.
+
+    :param module: the network.
+    :param params: the parameter set to act with (copied and detached).
+    :param generator: the source of the action noise.
+    :param deterministic: act with the mean instead of sampling.
+    """
+
+    def __init__(
+        self,
+        module: GaussianMLPPolicy,
+        params: Mapping[str, torch.Tensor],
+        generator: torch.Generator | None = None,
+        deterministic: bool = False,
+    ) -> None:
+        self.module = module
+        self.params: Params = detached_params(params)
+        self.generator = generator
+        self.deterministic = deterministic
+
+    def get_action(self, observation: np.ndarray) -> np.ndarray:
+        """A sampled (or, if ``deterministic``, the mean) action for one observation."""
+        obs = torch.as_tensor(np.asarray(observation), dtype=self.module.dtype)
+        if obs.shape != (self.module.obs_dim,):
+            raise ValueError(
+                f"observation has shape {tuple(obs.shape)}, expected ({self.module.obs_dim},): "
+                f"GaussianPolicy acts in one env at a time"
+            )
+        with torch.no_grad():
+            mean, log_std = self.module.mean_log_std(obs, self.params)
+            action = mean
+            if not self.deterministic:
+                noise = torch.randn(mean.shape, generator=self.generator, dtype=mean.dtype)
+                action = mean + log_std.exp() * noise
+        return action.numpy()
