@@ -25,7 +25,7 @@ TASK_ENTRY_POINTS: dict[str, str] = {
     "ML10": "metabench.tasks.metaworld:ML10Env",
     "ML45": "metabench.tasks.metaworld:ML45Env",
     "PointGoal": "metabench.tasks.toy:PointGoalEnv",
-    "HiddenSide": "metabench.tasks.toy:HiddenSideEnv",
+    "Bandit": "metabench.tasks.toy:BanditEnv",
 }
 """Task env name -> entry point."""
 
@@ -38,7 +38,7 @@ RL2_DEFAULTS: dict[str, dict[str, Any]] = {
     "ML10": {"episodes_per_trial": 10, "reward_scale": 0.1},
     "ML45": {"episodes_per_trial": 10, "reward_scale": 0.1},
     "PointGoal": {"episodes_per_trial": 2, "reward_scale": 1.0},
-    "HiddenSide": {"episodes_per_trial": 2, "reward_scale": 1.0},
+    "Bandit": {"episodes_per_trial": 3, "reward_scale": 1.0},
 }
 """Default ``episodes_per_trial`` and ``reward_scale`` of each RL2 id."""
 
@@ -66,7 +66,17 @@ def register_envs() -> None:
         task_id = f"{NAMESPACE}/{name}-v0"
         if task_id in gym.registry:
             continue
-        gym.register(id=task_id, entry_point=entry_point, order_enforce=False)
+        gym.register(
+            id=task_id,
+            entry_point=entry_point,
+            # HalfCheetah steps many envs as one (make_vec's default for these ids).
+            vector_entry_point=(
+                f"metabench.vector.halfcheetah:{name}VectorEnv"
+                if name.startswith("HalfCheetah")
+                else None
+            ),
+            order_enforce=False,
+        )
         gym.register(
             id=f"{NAMESPACE}/RL2-{name}-v0",
             entry_point="metabench.registration:make_rl2_env",

@@ -16,12 +16,12 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.training import evaluate, train
 
-# HiddenSide with RL2-PPO's preset: 32 trials of 2 episodes of 5 steps per iteration.
-STEPS_PER_ITERATION = 32 * 2 * 5
+# Bandit with RL2-PPO's preset: 64 trials of 3 one-pull episodes per iteration.
+STEPS_PER_ITERATION = 64 * 3
 
 
 def settings(out, algorithm="rl2-ppo", steps=2 * STEPS_PER_ITERATION, **kwargs):
-    return RunSettings("HiddenSide", algorithm, seed=0, env_steps=steps, out=Path(out), **kwargs)
+    return RunSettings("Bandit", algorithm, seed=0, env_steps=steps, out=Path(out), **kwargs)
 
 
 def no_temporary_files(path: Path) -> bool:
@@ -53,11 +53,12 @@ def test_nop_result_records_provenance_and_floor(tmp_path):
     assert on_disk["provenance"]["git_revision"]
     assert on_disk["config"]["seed"] == 0 and on_disk["env_steps"] == 0
     assert on_disk["wall_time_s"] > 0
-    spec = get_benchmark("HiddenSide")
+    spec = get_benchmark("Bandit")
     assert on_disk["config"]["test_tasks"] == spec.test_tasks(0)
-    # NOP always moves left (action 0): 5 steps of 0.2 end at -1, paying -side
-    expected = -sum(task["side"] for task in spec.test_tasks(0)) / len(spec.test_tasks(0))
-    assert on_disk["metatest"]["aggregate"]["return_per_episode"] == pytest.approx([expected] * 2)
+    # NOP always pulls arm 0: it pays in exactly the test tasks whose best arm is 0
+    tasks = spec.test_tasks(0)
+    expected = sum(task["best_arm"] == 0 for task in tasks) / len(tasks)
+    assert on_disk["metatest"]["aggregate"]["return_per_episode"] == pytest.approx([expected] * 3)
 
 
 def test_rl2_run_writes_checkpoint_and_is_not_repeated(tmp_path, capsys):
@@ -127,10 +128,10 @@ def test_unwritable_output_directory_is_reported(tmp_path):
     ("args", "code", "message"),
     [
         (["train", "--benchmark", "Nope", "--algo", "nop"], 2, "invalid choice"),
-        (["train", "--benchmark", "HiddenSide", "--algo", "nope"], 2, "invalid choice"),
-        (["train", "--benchmark", "HiddenSide", "--algo", "rl2-ppo", "--steps", "10"], 1,
+        (["train", "--benchmark", "Bandit", "--algo", "nope"], 2, "invalid choice"),
+        (["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--steps", "10"], 1,
          "less than one iteration"),
-        (["train", "--benchmark", "HiddenSide", "--algo", "rl2-ppo", "--set", "lr=1"], 1,
+        (["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--set", "lr=1"], 1,
          "unknown RL2-PPO hyperparameter"),
         (["evaluate", "/nonexistent/run"], 1, "not a metabench run directory"),
     ],
@@ -152,7 +153,7 @@ def test_cli_errors_are_one_line_with_exit_code(args, code, message, tmp_path, c
 def test_sigkill_then_same_command_resumes(tmp_path):
     out = tmp_path / "run"
     command = [
-        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "HiddenSide",
+        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "Bandit",
         "--algo", "rl2-ppo", "--steps", str(200 * STEPS_PER_ITERATION), "--out", str(out),
         "--checkpoint-every", "1",
     ]  # fmt: skip
@@ -196,12 +197,25 @@ def test_table_lists_runs_and_references_and_rejects_corrupt_results(tmp_path, c
     train(settings(results / "nop", algorithm="nop"))
     assert main(["table", "--results", str(results)]) == 0
     page = (results / "README.md").read_text()
-    assert "| HiddenSide | nop | 0 | 0 |" in page
+    assert "| Bandit | nop | 0 | 0 |" in page
     curve = json.loads((results / "nop" / "result.json").read_text())["metatest"]["aggregate"]
-    low, high = (f"{value:.2f}" for value in curve["return_per_episode"])
-    assert f"{low} → {high}" in page  # NOP's adaptation curve on HiddenSide
+    assert " → ".join(f"{v:.2f}" for v in curve["return_per_episode"]) in page  # NOP's curve
     assert "Meta-World paper" in page and "0.358" in page
     (results / "broken").mkdir()
     (results / "broken" / "result.json").write_text('{"config": ')
     assert main(["table", "--results", str(results)]) == 1
     assert "broken/result.json is unreadable" in capsys.readouterr().err
+
+
+def test_maml_trpo_runs_through_the_same_harness(tmp_path):
+    out = tmp_path / "maml"
+    overrides = {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}
+    run = RunSettings("PointGoal", "maml-trpo", 0, 2 * 160, out, hyperparameters=overrides)
+    result = train(run)
+    # one iteration: 2 tasks x 2 episodes x 20 steps, before and after adaptation
+    assert result["iterations"] == 2 and result["env_steps"] == 320
+    assert "metatrain/post_update_return" in result["metatrain"]
+    assert result["config"]["hyperparameters"]["num_grad_updates"] == 1
+    assert RunDirectory(out).load_checkpoint()["iteration"] == 2
+    with pytest.raises(ValueError, match="unknown MAML-TRPO hyperparameter"):
+        train(RunSettings("PointGoal", "maml-trpo", 0, 320, tmp_path / "x", {"lr": 1}))

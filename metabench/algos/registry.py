@@ -39,9 +39,9 @@ RL2_PRESETS: dict[str, dict[str, Any]] = {
              "ent_coef": 5e-6, "reward_scale": 0.1},
     "ML1-reach": {"meta_batch_size": 25, "hidden_size": 256, "learning_rate": 5e-4,
                   "ent_coef": 5e-6, "reward_scale": 0.1},
-    # metabench toys, tuned here to learn within a minute of CPU time
-    "HiddenSide": {"meta_batch_size": 32, "hidden_size": 32, "learning_rate": 3e-3,
-                   "ent_coef": 0.0, "normalize_advantage": True, "n_epochs": 4},
+    # metabench toys: the bandit is RL2's learning check (tests/algos/test_rl2_algorithm.py)
+    "Bandit": {"meta_batch_size": 64, "hidden_size": 32, "learning_rate": 3e-3,
+               "ent_coef": 0.01, "normalize_advantage": True, "n_epochs": 10},
     "PointGoal": {"meta_batch_size": 16, "hidden_size": 64, "learning_rate": 1e-3,
                   "ent_coef": 0.0, "normalize_advantage": True},
 }  # fmt: skip
@@ -78,6 +78,69 @@ def _build_rl2(
     )
 
 
+# -- MAML-TRPO -------------------------------------------------------------------------------------
+MAML_PRESETS: dict[str, dict[str, Any]] = {
+    # garage MAML-TRPO HalfCheetahVel benchmark against ProMP (../shared/REFERENCE.md); the
+    # benchmark's horizon (100) applies to every algorithm
+    "HalfCheetahVel": {"meta_batch_size": 40, "episodes_per_task": 20, "inner_lr": 0.1,
+                       "hidden_sizes": [100, 100], "gae_lambda": 1.0, "max_kl": 0.01},
+    "HalfCheetahDir": {"meta_batch_size": 40, "episodes_per_task": 20, "inner_lr": 0.1,
+                       "hidden_sizes": [100, 100], "gae_lambda": 1.0, "max_kl": 0.01},
+    # Meta-World paper appendix: meta-batch 20 / 20 / 45, 10 / 10 / 20 episodes per task,
+    # 128-128 tanh, inner lr 1e-4, max KL 0.01
+    "ML1-reach": {"meta_batch_size": 20, "episodes_per_task": 10, "inner_lr": 1e-4,
+                  "hidden_sizes": [128, 128]},
+    "ML10": {"meta_batch_size": 20, "episodes_per_task": 10, "inner_lr": 1e-4,
+             "hidden_sizes": [128, 128]},
+    "ML45": {"meta_batch_size": 45, "episodes_per_task": 20, "inner_lr": 1e-4,
+             "hidden_sizes": [128, 128]},
+    # metabench toy: the learning check of tests/algos/test_maml.py
+    "PointGoal": {"meta_batch_size": 20, "episodes_per_task": 10, "hidden_sizes": [32, 32]},
+}  # fmt: skip
+MAML_HYPERPARAMETERS = (
+    "meta_batch_size", "episodes_per_task", "inner_lr", "num_grad_updates", "first_order",
+    "discount", "gae_lambda", "max_kl", "cg_iters", "cg_damping", "ls_steps", "ls_ratio",
+    "hidden_sizes", "init_std",
+)  # fmt: skip
+
+
+def _maml_hyperparameters(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
+    import inspect
+
+    from metabench.algos.maml import MAMLTRPO
+
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(MAMLTRPO).parameters.items()
+        if name in MAML_HYPERPARAMETERS
+    }
+    values = {**defaults, **MAML_PRESETS.get(spec.name, {}), **overrides}
+    unknown = sorted(set(values) - set(MAML_HYPERPARAMETERS))
+    if unknown:
+        raise ValueError(
+            f"unknown MAML-TRPO hyperparameter(s) {unknown}; "
+            f"valid: {', '.join(MAML_HYPERPARAMETERS)}"
+        )
+    values["hidden_sizes"] = list(values["hidden_sizes"])
+    return values
+
+
+def _build_maml(
+    spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    from metabench.algos.maml import MAMLTRPO
+
+    values = dict(hyperparameters)
+    values["hidden_sizes"] = tuple(values["hidden_sizes"])
+    return MAMLTRPO(
+        spec.env_id,
+        spec.train_sampler(seed),
+        seed=seed,
+        env_kwargs=spec.train_env_kwargs(seed),
+        **values,
+    )
+
+
 # -- NOP -------------------------------------------------------------------------------------------
 def _nop_hyperparameters(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
     values = {"action": "zero", **overrides}
@@ -103,6 +166,12 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             "RL2 with PPO (sb3-contrib RecurrentPPO, whole-sequence LSTM training)",
             _rl2_hyperparameters,
             _build_rl2,
+        ),
+        AlgorithmEntry(
+            "maml-trpo",
+            "MAML with a policy-gradient inner step and a TRPO outer step (PyTorch)",
+            _maml_hyperparameters,
+            _build_maml,
         ),
         AlgorithmEntry(
             "nop",

@@ -150,15 +150,16 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             source="Meta-World protocol: 10 adaptation + 3 evaluation episodes, horizon 500",
         ),
         BenchmarkSpec(
-            "HiddenSide",
-            "metabench/HiddenSide-v0",
-            env_kwargs={"horizon": 5},
-            episodes_per_trial=2,
+            "Bandit",
+            "metabench/Bandit-v0",
+            env_kwargs={"n_arms": 3},
+            episodes_per_trial=3,
             n_exploration_eps=1,
-            n_test_episodes=1,
-            n_test_tasks=20,
+            n_test_episodes=2,
+            n_test_tasks=30,
             reports_success=True,
-            source="metabench toy: a memory check that needs no MuJoCo",
+            source="metabench toy after Duan et al. 2016 (RL2 bandits): 3 deterministic arms, "
+            "one pull per episode, 3 episodes per trial",
         ),
         BenchmarkSpec(
             "PointGoal",

@@ -36,6 +36,21 @@ def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int)
         writer.add_scalar(f"metatest/return_episode_{k + 1}", value, env_steps)
 
 
+def iteration_stats(output: Any) -> dict[str, float]:
+    """What ``algo.train(1)`` returned, as flat ``metatrain/...`` numbers: a dict as it is, or
+    the last of a list of per-iteration records with ``as_dict()`` (MAML-TRPO)."""
+    if isinstance(output, dict):
+        return {key: float(value) for key, value in output.items()}
+    if isinstance(output, list) and output and hasattr(output[-1], "as_dict"):
+        record = output[-1].as_dict()
+        return {
+            f"metatrain/{key}": float(value)
+            for key, value in record.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+    return {}
+
+
 def train(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
     """Meta-train, meta-test and write ``result.json``; resumes from a checkpoint if present.
 
@@ -85,7 +100,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
             info="",
         )
         for iteration in range(start + 1, n_iterations + 1):
-            last_stats = algo.train(1)
+            last_stats = iteration_stats(algo.train(1))
             env_steps = iteration * per_iteration
             for key, value in last_stats.items():
                 writer.add_scalar(key, value, env_steps)
@@ -105,7 +120,9 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
                         "metatrain": last_stats,
                     }
                 )
-            average = last_stats.get("metatrain/average_return")
+            average = last_stats.get(
+                "metatrain/average_return", last_stats.get("metatrain/post_update_return")
+            )
             info = "" if average is None else f"meta-train return {average:.2f}"
             progress.update(bar, completed=iteration, info=info)
         progress.update(bar, description="meta-testing", completed=max(n_iterations, 1))

@@ -108,57 +108,55 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._position.copy(), -distance, False, truncated, info
 
 
-class HiddenSideEnv(gym.Env[np.ndarray, np.int64]):
-    """A point on a line, rewarded only at the episode's last step by ``side * position``.
+class BanditEnv(gym.Env[np.ndarray, np.int64]):
+    """A multi-armed bandit whose paying arm is the task: one pull per episode.
 
-    The task is the hidden side (-1 or +1). The reward comes too late to help within an episode,
-    so one episode can do no better than chance (expected return 0); the next episode of the same
-    task can reach ``+horizon * max_step`` if the policy remembers where the reward was. A small
-    test of memory for RL2: the return must rise from the first episode of a trial to the second.
+    The best arm pays 1, every other arm 0. An RL2 trial of ``n_arms`` episodes can find it for
+    sure, but only by remembering which arms already failed: the previous action and reward in
+    RL2's observation are not enough beyond two arms. The optimal trial returns ``1/k``,
+    ``2/k``, ..., ``1`` in its successive episodes; a policy that does not adapt stays at ``1/k``.
+    (Duan et al. 2016 meta-learn bandits the same way, with stochastic arms.)
 
-    Actions are discrete, 0 (left) or 1 (right), each a move of ``max_step``: a Gaussian policy
-    clipped to a bounded action tends to saturate at one bound in this task and stop exploring,
-    which hides whether the memory was learned.
-
-    :param max_step: the length of one move.
-    :param horizon: episode length.
+    :param n_arms: number of arms (``k``).
     """
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's convention
 
-    def __init__(self, max_step: float = 0.2, horizon: int = 5) -> None:
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
-        if not max_step > 0:
-            raise ValueError(f"max_step must be positive, got {max_step}")
-        self.max_step = float(max_step)
-        self.horizon = horizon
-        self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float64)
-        self.action_space = spaces.Discrete(2)
-        self._side: float | None = None
-        self._position = 0.0
-        self._steps = 0
+    def __init__(self, n_arms: int = 3) -> None:
+        if isinstance(n_arms, bool) or not isinstance(n_arms, int) or n_arms < 2:
+            raise ValueError(f"n_arms must be an integer >= 2, got {n_arms!r}")
+        self.n_arms = n_arms
+        self.horizon = 1
+        self.observation_space = spaces.Box(0.0, 0.0, shape=(1,), dtype=np.float64)
+        self.action_space = spaces.Discrete(n_arms)
+        self._best: int | None = None
         self._guard = EpisodeGuard()
 
     @property
-    def task(self) -> dict[str, float] | None:
-        return None if self._side is None else {"side": self._side}
+    def task(self) -> dict[str, int] | None:
+        return None if self._best is None else {"best_arm": self._best}
 
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
         check_n_tasks(n)
         rng = self.np_random if rng is None else rng
-        return [{"side": float(side)} for side in rng.choice((-1.0, 1.0), size=n)]
+        return [{"best_arm": int(arm)} for arm in rng.integers(self.n_arms, size=n)]
 
     def set_task(self, task: Task) -> None:
-        if not isinstance(task, Mapping) or set(task) != {"side"} or task["side"] not in (-1, 1):
+        arm = (
+            task.get("best_arm")
+            if isinstance(task, Mapping) and set(task) == {"best_arm"}
+            else None
+        )
+        if (
+            isinstance(arm, bool)
+            or not isinstance(arm, (int, np.integer))
+            or not 0 <= arm < self.n_arms
+        ):
             raise InvalidTaskError(
-                f"HiddenSideEnv expects {{'side': -1.0}} or {{'side': 1.0}}, got {task!r}"
+                f"BanditEnv({self.n_arms}) expects {{'best_arm': 0..{self.n_arms - 1}}}, "
+                f"got {task!r}"
             )
-        self._side = float(task["side"])
-
-    def _observation(self) -> np.ndarray:
-        # position and the fraction of the episode left: enough to act, nothing about the side
-        return np.array([self._position, 1.0 - self._steps / self.horizon])
+        self._best = int(arm)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -166,22 +164,18 @@ class HiddenSideEnv(gym.Env[np.ndarray, np.int64]):
         super().reset(seed=seed)
         if options and options.get("task") is not None:
             self.set_task(options["task"])
-        elif self._side is None:
+        elif self._best is None:
             self.set_task(self.sample_tasks(1)[0])
-        self._position = 0.0
-        self._steps = 0
         self._guard.active = True
-        return self._observation(), {"task": self.task}
+        return np.zeros(1), {"task": self.task}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self._guard.check()
-        if np.shape(action) != () or int(action) not in (0, 1) or int(action) != action:
-            raise InvalidActionError(f"HiddenSideEnv takes the action 0 or 1, got {action!r}")
-        assert self._side is not None
-        self._position += self.max_step * (2 * int(action) - 1)
-        self._steps += 1
-        truncated = self._steps >= self.horizon
-        if truncated:
-            self._guard.active = False
-        reward = self._side * self._position if truncated else 0.0
-        return self._observation(), reward, False, truncated, {"success": reward > 0.5}
+        if np.shape(action) != () or int(action) != action or not 0 <= int(action) < self.n_arms:
+            raise InvalidActionError(
+                f"BanditEnv takes an arm index in 0..{self.n_arms - 1}, got {action!r}"
+            )
+        self._guard.active = False
+        reward = float(int(action) == self._best)
+        # the pull ends the episode by the env's nature (terminated), not by a time limit
+        return np.zeros(1), reward, True, False, {"success": reward > 0.5}

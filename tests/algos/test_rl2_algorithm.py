@@ -15,7 +15,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
 from metabench.wrappers import RL2Env, Trial
 
-LEARNING_ITERATIONS = 400  # 128k env steps, about a minute on one core
+LEARNING_ITERATIONS = 100  # 19,200 env steps; six seeds tried here were optimal after 50
 SMALL = RL2PPOConfig(meta_batch_size=4, episodes_per_trial=2, hidden_size=8, n_epochs=2)
 
 
@@ -33,7 +33,7 @@ def parameters(algo: RL2PPO) -> list[np.ndarray]:
 
 
 def test_one_iteration_is_one_trial_per_sub_env():
-    algo = RL2PPO("metabench/HiddenSide-v0", config=SMALL, env_kwargs={"horizon": 3})
+    algo = RL2PPO("metabench/PointGoal-v0", config=SMALL, env_kwargs={"horizon": 3})
     assert algo.trial_length == 6 and algo.steps_per_iteration == 24
     algo.train(2)
     assert algo.env_steps == 48 == algo.model.num_timesteps
@@ -44,7 +44,7 @@ def test_one_iteration_is_one_trial_per_sub_env():
 
 
 def test_meta_train_stats_cover_each_episode_of_the_trial():
-    algo = RL2PPO("metabench/HiddenSide-v0", config=SMALL)
+    algo = RL2PPO("metabench/Bandit-v0", config=SMALL)
     stats = algo.train(1)
     assert set(stats) == {
         "metatrain/return_episode_1",
@@ -59,7 +59,7 @@ def test_meta_train_stats_cover_each_episode_of_the_trial():
 
 def test_resume_from_state_dict_continues_exactly():
     def make():
-        return RL2PPO("metabench/HiddenSide-v0", config=SMALL, seed=3)
+        return RL2PPO("metabench/Bandit-v0", config=SMALL, seed=3)
 
     straight = make()
     straight.train(2)
@@ -75,15 +75,16 @@ def test_resume_from_state_dict_continues_exactly():
 
 
 def test_checkpoint_of_another_config_is_refused():
-    state = RL2PPO("metabench/HiddenSide-v0", config=SMALL).state_dict()
-    other = RL2PPO("metabench/HiddenSide-v0", config=RL2PPOConfig(meta_batch_size=2))
+    state = RL2PPO("metabench/Bandit-v0", config=SMALL).state_dict()
+    other = RL2PPO("metabench/Bandit-v0", config=RL2PPOConfig(meta_batch_size=2))
     with pytest.raises(ValueError, match="different RL2PPOConfig"):
         other.load_state_dict(state)
 
 
 def test_exploration_policy_keeps_its_state_across_episodes():
-    algo = RL2PPO("metabench/HiddenSide-v0", config=RL2PPOConfig(deterministic_eval=True))
-    env = algo.wrap_env(Trial(gym.make("metabench/HiddenSide-v0").unwrapped, 2))
+    config = RL2PPOConfig(deterministic_eval=True, meta_batch_size=2)
+    algo = RL2PPO("metabench/PointGoal-v0", config=config)
+    env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
     obs, _ = env.reset(seed=0)
     kept, fresh = algo.get_exploration_policy(), algo.get_exploration_policy()
     for _ in range(5):
@@ -117,13 +118,13 @@ def test_bad_config_raises(bad):
 
 
 @pytest.mark.slow
-def test_rl2_learns_to_remember_the_hidden_side():
-    """HiddenSide pays only at an episode's end, so one episode can do no better than chance:
-    the second episode of a trial improves only if the policy remembers the first."""
-    spec = get_benchmark("HiddenSide")
+def test_rl2_learns_to_search_the_bandit_and_remember_the_arm():
+    """Three deterministic arms, one pull per episode, three episodes per trial: finding the
+    paying arm for sure takes remembering which arms failed. Optimal: 1/3, 2/3, 1."""
+    spec = get_benchmark("Bandit")
     algo = RL2PPO(
         spec.env_id,
-        config=RL2PPOConfig(episodes_per_trial=2, **RL2_PRESETS["HiddenSide"]),
+        config=RL2PPOConfig(episodes_per_trial=3, **RL2_PRESETS["Bandit"]),
         seed=0,
         env_kwargs=spec.train_env_kwargs(0),
     )
@@ -132,7 +133,7 @@ def test_rl2_learns_to_remember_the_hidden_side():
     algo.train(LEARNING_ITERATIONS)
     after = evaluator.evaluate(algo)
     nop = evaluator.evaluate(NOP(gym.make(spec.env_id).action_space))
-    first, second = after.return_per_episode
-    assert second > first + 0.5, after.return_per_episode  # remembers: max 1.0, chance 0
-    assert second > nop.test_return + 0.5 and second > before.test_return + 0.5
-    assert after.test_success_rate is not None and after.test_success_rate >= 0.9
+    first, second, third = after.return_per_episode
+    assert third >= 0.9 and second >= first + 0.2, after.return_per_episode
+    assert after.test_return >= nop.test_return + 0.3
+    assert after.test_return >= before.test_return + 0.3

@@ -378,6 +378,7 @@ class MAMLTRPO(MetaRLAlgorithm):
             task_sampler = SetTaskSampler(task_env.sample_tasks)
         task_sampler.check_batch_size(self.meta_batch_size)  # fail before building envs
         self.task_sampler = task_sampler
+        self.horizon: int | None = getattr(task_env, "horizon", None)
 
         built_here = vec_env is None
         if vec_env is None:
@@ -418,6 +419,13 @@ class MAMLTRPO(MetaRLAlgorithm):
         self._eval_generator = torch.Generator().manual_seed(int(seeds[2].generate_state(1)[0]))
         self.iteration = 0
         self.history: list[MAMLIterationStats] = []
+
+    @property
+    def steps_per_iteration(self) -> int:  # type: ignore[override]
+        """Env steps of one iteration when episodes run to the horizon: a pre-update and a
+        post-update batch of ``meta_batch_size * episodes_per_task`` episodes (0 if unknown)."""
+        episodes = 2 * self.meta_batch_size * self.episodes_per_task
+        return episodes * (self.horizon or 0)
 
     # -- named steps -------------------------------------------------------------------------
     def sample(self, tasks: Sequence[Task], param_sets: Sequence[Params]) -> list[EpisodeBatch]:
