@@ -234,3 +234,41 @@ def test_adapter_misuse_is_an_error():
     agent.init()
     with pytest.raises(ValueError, match="one row per sub-env"):
         agent.adapt_action(obs[:1])
+
+
+@pytest.mark.metaworld
+def test_rl2_agent_runs_in_metaworld_evaluation():
+    """An RL2-PPO agent meta-trained by metabench, evaluated by Meta-World's own evaluator on
+    eval envs that add RL2's inputs themselves (``recurrent_info_in_obs``, rewards / 10)."""
+    from metaworld.evaluation import metalearning_evaluation
+
+    from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+
+    config = RL2PPOConfig(
+        meta_batch_size=2, episodes_per_trial=2, hidden_size=8, n_epochs=1, reward_scale=0.1
+    )
+    algo = RL2PPO(
+        "metabench/ML1-v0", config=config, env_kwargs={"env_name": ENV_NAME, "horizon": H}
+    )
+    algo.train(1)
+    envs = gym.make_vec(
+        "Meta-World/ML1-test",
+        env_name=ENV_NAME,
+        meta_batch_size=2,
+        total_tasks_per_cls=4,
+        max_episode_steps=H,
+        seed=0,
+        recurrent_info_in_obs=True,
+    )
+    assert envs.single_observation_space.shape == algo.venv.observation_space.shape == (45,)
+    agent = MetaWorldAgent(algo, envs)
+    success_rate, mean_return, _ = metalearning_evaluation(
+        agent, envs, num_evals=1, adaptation_steps=1, adaptation_episodes=2, evaluation_episodes=2
+    )
+    envs.close()
+    assert 0.0 <= success_rate <= 1.0 and np.isfinite(mean_return)
+    assert agent.n_inits == 1 and agent.n_adaptations == 1
+    # RL2 adapts in its hidden state: each sub-env's adapted policy is its exploration policy
+    assert agent._adapted is not None
+    assert all(a is p for a, p in zip(agent._adapted, agent._policies, strict=True))
+    assert [batch.n_episodes for batch in agent.batches] == [2, 2]
