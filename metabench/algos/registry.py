@@ -11,6 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
+
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.harness.benchmarks import BenchmarkSpec
 
@@ -132,11 +134,23 @@ def _build_maml(
 
     values = dict(hyperparameters)
     values["hidden_sizes"] = tuple(values["hidden_sizes"])
+    env_kwargs = spec.train_env_kwargs(seed)
+    vec_env = None
+    if gym.spec(spec.env_id).vector_entry_point is not None:
+        # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
+        # Python env per episode; the sampler talks to both through the same API
+        vec_env = gym.make_vec(
+            spec.env_id,
+            num_envs=values["meta_batch_size"] * values["episodes_per_task"],
+            vectorization_mode="vector_entry_point",
+            **env_kwargs,
+        )
     return MAMLTRPO(
         spec.env_id,
         spec.train_sampler(seed),
         seed=seed,
-        env_kwargs=spec.train_env_kwargs(seed),
+        env_kwargs=env_kwargs,
+        vec_env=vec_env,
         **values,
     )
 
