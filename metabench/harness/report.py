@@ -18,26 +18,24 @@ def make_console(stderr: bool = False) -> Console:
 
 
 def metatest_table(result: MetaTestResult, title: str) -> Table:
-    """Return (and success) of every episode index, averaged over test tasks, and the
-    post-adaptation summary."""
-    table = Table(title=title)
-    table.add_column("")
-    n_explore = result.n_exploration_eps
-    for k in range(len(result.return_per_episode)):
-        kind = "explore" if k < n_explore else "test"
-        table.add_column(f"ep {k + 1} ({kind})", justify="right")
-    table.add_column("post-adaptation", justify="right")
-    table.add_row(
-        "mean return",
-        *(f"{value:.2f}" for value in result.return_per_episode),
-        f"{result.test_return:.2f}",
-    )
+    """The adaptation curve (mean return and success rate at each episode index of the trial,
+    over test tasks), one row per episode, then the post-adaptation summary."""
     success = result.success_rate_per_episode
-    if success is not None and result.test_success_rate is not None:
-        table.add_row(
-            "success rate",
-            *(f"{value:.2f}" for value in success),
-            f"{result.test_success_rate:.2f}",
-        )
+    table = Table(title=title)
+    table.add_column("episode", justify="right")
+    table.add_column("phase")
+    table.add_column("mean return", justify="right")
+    if success is not None:
+        table.add_column("success rate", justify="right")
+    for k, value in enumerate(result.return_per_episode):
+        phase = "explore" if k < result.n_exploration_eps else "test"
+        row = [str(k + 1), phase, f"{value:.2f}"]
+        table.add_row(*row, *([f"{success[k]:.2f}"] if success is not None else []))
+    summary = ["", "post-adaptation", f"{result.test_return:.2f}"]
+    if success is not None:
+        rate = result.test_success_rate
+        summary.append("n/a" if rate is None else f"{rate:.2f}")
+    table.add_section()
+    table.add_row(*summary)
     table.caption = f"{result.n_tasks} test tasks, {result.n_env_steps} environment steps"
     return table
