@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from collections.abc import Callable
 
 import gymnasium as gym
@@ -39,6 +38,7 @@ import numpy as np
 import torch
 from mujoco import rollout
 
+from metabench.harness.timing import best_times
 from metabench.tasks.halfcheetah import HalfCheetahVelEnv
 from metabench.vector.halfcheetah import Backend, HalfCheetahVelVectorEnv
 
@@ -153,17 +153,6 @@ def make_contenders(
             closer()
 
     return contenders, close
-
-
-def best_times(fns: dict[str, Callable[[], None]], rounds: int) -> dict[str, float]:
-    """Each function once per round, interleaved; each one's fastest round (as the tests do)."""
-    best = {name: float("inf") for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
 
 
 def measure(

@@ -70,6 +70,15 @@ class EpisodeGuard:
             )
 
 
+def apply_reset_task(env: TaskEnv, options: dict[str, Any] | None, has_task: bool) -> None:
+    """The task part of ``reset``: the task in ``options``, else a first task drawn from the
+    env's own distribution (with its ``np_random``, so ``reset(seed=...)`` fixes it)."""
+    if options and options.get("task") is not None:
+        env.set_task(options["task"])
+    elif not has_task:
+        env.set_task(env.sample_tasks(1)[0])
+
+
 def check_n_tasks(n: int) -> None:
     """Reject a non-positive or non-integer number of tasks."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:

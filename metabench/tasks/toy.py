@@ -16,7 +16,13 @@ import numpy as np
 from gymnasium import spaces
 
 from metabench.errors import InvalidActionError, InvalidTaskError
-from metabench.tasks.base import EpisodeGuard, Task, check_action, check_n_tasks
+from metabench.tasks.base import (
+    EpisodeGuard,
+    Task,
+    apply_reset_task,
+    check_action,
+    check_n_tasks,
+)
 
 
 class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -85,10 +91,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        if options and options.get("task") is not None:
-            self.set_task(options["task"])
-        elif self._goal is None:
-            self.set_task(self.sample_tasks(1)[0])
+        apply_reset_task(self, options, has_task=self._goal is not None)
         self._position = np.zeros(2)
         self._steps = 0
         self._guard.active = True
@@ -162,10 +165,7 @@ class BanditEnv(gym.Env[np.ndarray, np.int64]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        if options and options.get("task") is not None:
-            self.set_task(options["task"])
-        elif self._best is None:
-            self.set_task(self.sample_tasks(1)[0])
+        apply_reset_task(self, options, has_task=self._best is not None)
         self._guard.active = True
         return np.zeros(1), {"task": self.task}
 

@@ -9,7 +9,7 @@ goals and against the actions its batched actor returned.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -50,15 +50,6 @@ from metabench.wrappers import Trial
 
 F64 = torch.float64
 POINT_GOAL = "metabench/PointGoal-v0"
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny tensors gain nothing from intra-op threads on a shared 2-core machine; restored."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 # -- helpers -------------------------------------------------------------------------------------

@@ -1,11 +1,8 @@
 """RL2-PPO: trial-shaped rollouts, exact resume, the meta-test policies, and (slow) learning."""
 
-from collections.abc import Iterator
-
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch as th
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.nop import NOP
@@ -17,15 +14,6 @@ from metabench.wrappers import RL2Env, Trial
 
 LEARNING_ITERATIONS = 100  # 19,200 env steps; six seeds tried here were optimal after 50
 SMALL = RL2PPOConfig(meta_batch_size=4, episodes_per_trial=2, hidden_size=8, n_epochs=2)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Bitwise-equal runs need the same thread count; small nets are fastest on one."""
-    previous = th.get_num_threads()
-    th.set_num_threads(1)
-    yield
-    th.set_num_threads(previous)
 
 
 def parameters(algo: RL2PPO) -> list[np.ndarray]:

@@ -6,7 +6,6 @@ buffer uses), so the tests see exactly the padded layout ``RecurrentPPO`` trains
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -37,16 +36,6 @@ ACTION_SPACES = [
     pytest.param(BOX_ACTIONS, id="box"),
     pytest.param(DISCRETE_ACTIONS, id="discrete"),
 ]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny tensors gain nothing from intra-op threads, and on a busy 2-core machine the
-    spinning OpenMP workers made this module ~8x slower; restored afterwards."""
-    previous = th.get_num_threads()
-    th.set_num_threads(1)
-    yield
-    th.set_num_threads(previous)
 
 
 def assert_close(actual: th.Tensor, expected: th.Tensor, what: str) -> None:

@@ -4,7 +4,6 @@ closed-form trust-region steps, and line searches whose answer is known in advan
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -23,15 +22,6 @@ from metabench.algos.trpo import (
 )
 
 DTYPE = torch.float64
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread() -> Iterator[None]:
-    """Tiny tensors gain nothing from intra-op threads on a shared 2-core machine; restored."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)
 
 
 def random_spd(n: int, generator: torch.Generator, condition: float = 100.0) -> torch.Tensor:

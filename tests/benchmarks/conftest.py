@@ -8,22 +8,12 @@ round of each (the least disturbed one).
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-
-def best_times(fns: dict[str, Callable[[], object]], rounds: int = 7) -> dict[str, float]:
-    """Run each function once per round, interleaved; return each one's fastest wall time."""
-    best = {name: float("inf") for name in fns}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - start)
-    return best
+from metabench.harness.timing import best_times
 
 
 @pytest.fixture
