@@ -135,8 +135,15 @@ def _build_maml(
     values = dict(hyperparameters)
     values["hidden_sizes"] = tuple(values["hidden_sizes"])
     env_kwargs = spec.train_env_kwargs(seed)
-    vec_env = None
-    if gym.spec(spec.env_id).vector_entry_point is not None:
+    num_envs = values["meta_batch_size"] * values["episodes_per_task"]
+    vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
+    if spec.metaworld is not None:
+        # Meta-World: the sub-envs sharded across worker processes, one per core, each
+        # stepping its shard in a loop (the same envs and results as stepping them in-process)
+        from metabench.vector.sharded import make_sharded_task_env
+
+        vec_env = make_sharded_task_env(spec.env_id, num_envs, **env_kwargs)
+    elif gym.spec(spec.env_id).vector_entry_point is not None:
         # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
         # Python env per episode; the sampler talks to both through the same API
         vec_env = gym.make_vec(
@@ -145,14 +152,19 @@ def _build_maml(
             vectorization_mode="vector_entry_point",
             **env_kwargs,
         )
-    return MAMLTRPO(
-        spec.env_id,
-        spec.train_sampler(seed),
-        seed=seed,
-        env_kwargs=env_kwargs,
-        vec_env=vec_env,
-        **values,
-    )
+    try:
+        return MAMLTRPO(
+            spec.env_id,
+            spec.train_sampler(seed),
+            seed=seed,
+            env_kwargs=env_kwargs,
+            vec_env=vec_env,
+            **values,
+        )
+    except BaseException:
+        if vec_env is not None:  # do not leak its worker processes
+            vec_env.close()
+        raise
 
 
 # -- NOP -------------------------------------------------------------------------------------------
