@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -126,6 +127,38 @@ def build_parser() -> argparse.ArgumentParser:
         "--test-episodes", type=positive_int, default=None, help="episodes after adapting"
     )
 
+    bench = commands.add_parser(
+        "bench",
+        help="run a grid of benchmarks x algorithms x seeds and print the results table",
+        description=(
+            "Run every cell of the grid (one metabench train per benchmark, algorithm and seed) "
+            "on this machine, skip cells that already have a result, record failing cells and "
+            "go on, then write <results>/README.md and print the table. Run the same command "
+            "again to finish an interrupted grid."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    bench.add_argument(
+        "--envs", nargs="+", default=["HalfCheetahVel"], choices=sorted(BENCHMARKS),
+        metavar="BENCHMARK", help=f"benchmarks, from: {', '.join(sorted(BENCHMARKS))}",
+    )  # fmt: skip
+    bench.add_argument(
+        "--baselines", nargs="+", default=["rl2-ppo", "maml-trpo", "nop"],
+        choices=sorted(ALGORITHMS), metavar="ALGO",
+        help=f"algorithms, from: {', '.join(sorted(ALGORITHMS))}",
+    )  # fmt: skip
+    bench.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds")
+    bench.add_argument(
+        "--profile", default="quick", choices=["quick", "paper"],
+        help="budgets: quick (minutes per cell) or paper (the published settings)",
+    )  # fmt: skip
+    bench.add_argument(
+        "--results", type=Path, default=Path("results/grid"), help="where the runs go"
+    )
+    bench.add_argument(
+        "--workers", type=positive_int, default=os.cpu_count() or 1, help="cells run at once"
+    )
+
     table = commands.add_parser(
         "table",
         help="write the Markdown results table from the result files below a folder",
@@ -162,6 +195,21 @@ def _run(args: argparse.Namespace) -> None:
                 command=" ".join(["metabench", *sys.argv[1:]]),
             )
         )
+    elif args.command == "bench":
+        from metabench.harness.atomic import atomic_write_bytes
+        from metabench.harness.grid import plan, run_grid
+        from metabench.harness.report import grid_table, make_console
+        from metabench.harness.run import RunError
+        from metabench.harness.tables import results_markdown
+
+        console = make_console()
+        cells = plan(args.envs, args.baselines, args.seeds, args.profile, args.results)
+        outcome = run_grid(cells, args.workers, console)
+        atomic_write_bytes(args.results / "README.md", results_markdown(args.results).encode())
+        console.print(grid_table(args.results, title=f"metabench bench --profile {args.profile}"))
+        console.print(f"Tables: {args.results / 'README.md'}")
+        if any(error is not None for error in outcome.values()):
+            raise RunError("some cells failed: see the list above")
     elif args.command == "table":
         from metabench.harness.atomic import atomic_write_bytes
         from metabench.harness.tables import results_markdown

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -38,4 +40,33 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
     table.add_section()
     table.add_row(*summary)
     table.caption = f"{result.n_tasks} test tasks, {result.n_env_steps} environment steps"
+    return table
+
+
+def grid_table(root: Path, title: str) -> Table:
+    """Post-adaptation return (and success) per benchmark and algorithm, averaged over the seeds
+    found below ``root``, beside the budget and wall time of the runs."""
+    from metabench.harness.tables import collect_results
+
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for _, result in collect_results(root):
+        key = (result["config"]["benchmark"], result["config"]["algorithm"])
+        groups.setdefault(key, []).append(result)
+    table = Table(title=title)
+    for name in ("benchmark", "algorithm", "seeds", "env steps", "wall time", "return", "success"):
+        table.add_column(name, justify="left" if name in ("benchmark", "algorithm") else "right")
+    for (benchmark, algorithm), runs in sorted(groups.items()):
+        returns = [r["metatest"]["aggregate"]["test_return"] for r in runs]
+        rates = [r["metatest"]["aggregate"]["test_success_rate"] for r in runs]
+        success = "n/a" if None in rates else f"{sum(rates) / len(rates):.2f}"
+        table.add_row(
+            benchmark,
+            algorithm,
+            str(len(runs)),
+            f"{max(r['env_steps'] for r in runs):,}",
+            f"{sum(r['wall_time_s'] for r in runs) / len(runs) / 60:.1f} min",
+            f"{sum(returns) / len(returns):.2f}",
+            success,
+        )
+    table.caption = "post-adaptation meta-test return and success rate, mean over seeds"
     return table

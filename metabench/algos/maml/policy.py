@@ -100,9 +100,13 @@ class GaussianMLPPolicy(nn.Module):
         """
         for name, space in (("observation", observation_space), ("action", action_space)):
             if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+                fix = (
+                    "flatten the env (gymnasium.wrappers.FlattenObservation) first"
+                    if name == "observation"
+                    else "MAML-TRPO here is for continuous (Box) actions: use RL2-PPO"
+                )
                 raise ValueError(
-                    f"GaussianMLPPolicy needs a flat Box {name} space, got {space}; "
-                    f"flatten the env (gymnasium.wrappers.FlattenObservation) first"
+                    f"GaussianMLPPolicy needs a flat Box {name} space, got {space}; {fix}"
                 )
         return cls(observation_space.shape[0], action_space.shape[0], hidden_sizes, init_std)  # type: ignore[index]
 

@@ -1,0 +1,148 @@
+"""``metabench bench``: a grid of runs (benchmarks x algorithms x seeds) on this machine.
+
+Each cell is one ``metabench train`` command run as a subprocess, so a crashing cell (even one
+that kills its interpreter) cannot take the grid down: its exit code and the end of its log go to
+``error.json`` in its directory and the other cells finish. Cells that already hold a
+``result.json`` are skipped, and an interrupted cell resumes from its checkpoint, so running the
+same grid again finishes what is left.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from metabench.algos.registry import get_algorithm
+from metabench.harness.atomic import atomic_write_json
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.run import RunError
+
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    # minutes on a laptop: enough to see every piece run, far from the published budgets
+    "quick": {
+        "rl2-ppo": {"steps": 200_000},
+        "maml-trpo": {"steps": 100_000, "set": {"meta_batch_size": 10, "episodes_per_task": 5}},
+        "nop": {"steps": 1},
+    },
+    # the published settings (../shared/REFERENCE.md): days of CPU time per cell
+    "paper": {
+        "rl2-ppo": {"steps": 20_000_000},
+        "maml-trpo": {"steps": 500 * 2 * 40 * 20 * 100},  # garage: 500 iterations
+        "nop": {"steps": 1},
+    },
+}
+"""Per-algorithm budget (environment steps) and hyperparameter overrides of each profile.
+Algorithms a profile does not name run with their defaults and the profile's smallest budget."""
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid."""
+
+    benchmark: str
+    algorithm: str
+    seed: int
+    steps: int
+    overrides: tuple[tuple[str, Any], ...]
+    out: Path
+
+    @property
+    def label(self) -> str:
+        return f"{self.benchmark} {self.algorithm} seed {self.seed}"
+
+    def command(self) -> list[str]:
+        command = [
+            sys.executable, "-m", "metabench.cli", "train",
+            "--benchmark", self.benchmark, "--algo", self.algorithm,
+            "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
+        ]  # fmt: skip
+        for key, value in self.overrides:
+            command += ["--set", f"{key}={value}"]
+        return command
+
+
+def plan(
+    benchmarks: Sequence[str],
+    algorithms: Sequence[str],
+    seeds: Sequence[int],
+    profile: str,
+    results: Path,
+) -> list[Cell]:
+    """The cells of a grid; unknown names raise ``KeyError`` listing the valid ones."""
+    if profile not in PROFILES:
+        raise KeyError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
+    for name in benchmarks:
+        get_benchmark(name)
+    for name in algorithms:
+        get_algorithm(name)
+    settings = PROFILES[profile]
+    smallest = min(entry["steps"] for entry in settings.values() if entry["steps"] > 1)
+    cells = []
+    for benchmark in benchmarks:
+        for algorithm in algorithms:
+            entry = settings.get(algorithm, {"steps": smallest})
+            overrides = tuple(sorted(entry.get("set", {}).items()))
+            for seed in seeds:
+                out = results / benchmark / f"{algorithm}-seed{seed}"
+                cells.append(Cell(benchmark, algorithm, seed, entry["steps"], overrides, out))
+    return cells
+
+
+def run_cell(cell: Cell) -> str | None:
+    """Run one cell to completion; ``None`` on success, else the error (also in error.json)."""
+    cell.out.mkdir(parents=True, exist_ok=True)
+    log = cell.out / "train.log"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # cells run side by side: no oversubscription
+    with log.open("ab") as handle:
+        finished = subprocess.run(cell.command(), stdout=handle, stderr=subprocess.STDOUT, env=env)
+    error_file = cell.out / "error.json"
+    if finished.returncode == 0:
+        error_file.unlink(missing_ok=True)
+        return None
+    tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+    message = tail[-1] if tail else f"exit code {finished.returncode}"
+    atomic_write_json(
+        error_file,
+        {"command": " ".join(cell.command()), "exit_code": finished.returncode, "log_tail": tail},
+    )
+    return message
+
+
+def run_grid(cells: Sequence[Cell], workers: int, console: Console) -> dict[Cell, str | None]:
+    """Run every cell that has no result yet, ``workers`` at a time, with one progress bar."""
+    if workers < 1:
+        raise RunError(f"--workers must be at least 1, got {workers}")
+    todo = [cell for cell in cells if not (cell.out / "result.json").exists()]
+    outcome: dict[Cell, str | None] = {cell: None for cell in cells if cell not in todo}
+    if len(todo) < len(cells):
+        console.print(f"{len(cells) - len(todo)} of {len(cells)} cells already have a result")
+    started = time.perf_counter()
+    with Progress(
+        TextColumn("grid"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.fields[last]}"), console=console,
+    ) as progress, ThreadPoolExecutor(max_workers=workers) as pool:  # fmt: skip
+        bar = progress.add_task("grid", total=len(todo), last="")
+        futures = {pool.submit(run_cell, cell): cell for cell in todo}
+        for future in as_completed(futures):
+            cell = futures[future]
+            outcome[cell] = future.result()
+            status = "done" if outcome[cell] is None else "FAILED"
+            progress.update(bar, advance=1, last=f"{cell.label}: {status}")
+    failed = [cell for cell in todo if outcome[cell] is not None]
+    console.print(
+        f"{len(todo) - len(failed)} cells ran, {len(failed)} failed, "
+        f"in {(time.perf_counter() - started) / 60:.1f} min"
+    )
+    for cell in failed:
+        console.print(f"  {cell.label}: {outcome[cell]} (see {cell.out / 'error.json'})")
+    return outcome

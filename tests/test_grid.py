@@ -1,0 +1,50 @@
+"""``metabench bench``: planning a grid, isolating failing cells, skipping finished ones."""
+
+import json
+
+import pytest
+
+from metabench.cli import main
+from metabench.harness.grid import plan, run_grid
+from metabench.harness.report import make_console
+
+
+def test_plan_is_the_product_of_benchmarks_algorithms_and_seeds(tmp_path):
+    cells = plan(["Bandit", "PointGoal"], ["rl2-ppo", "nop"], [0, 1, 2], "quick", tmp_path)
+    assert len(cells) == 12 and len({cell.out for cell in cells}) == 12
+    rl2 = next(c for c in cells if c.algorithm == "rl2-ppo")
+    assert rl2.steps == 200_000 and rl2.out == tmp_path / rl2.benchmark / f"rl2-ppo-seed{rl2.seed}"
+    maml = plan(["PointGoal"], ["maml-trpo"], [0], "quick", tmp_path)[0]
+    assert ("meta_batch_size", 10) in maml.overrides
+    assert "--set" in maml.command() and "meta_batch_size=10" in maml.command()
+    for bad in (lambda: plan(["Nope"], ["nop"], [0], "quick", tmp_path),
+                lambda: plan(["Bandit"], ["nope"], [0], "quick", tmp_path),
+                lambda: plan(["Bandit"], ["nop"], [0], "huge", tmp_path)):  # fmt: skip
+        with pytest.raises(KeyError, match="choose one of"):
+            bad()
+
+
+def test_failing_cell_is_recorded_others_finish_and_reruns_skip(tmp_path):
+    # MAML-TRPO cannot run on the bandit's discrete actions: that cell fails, NOP's succeeds
+    cells = plan(["Bandit"], ["nop", "maml-trpo"], [0], "quick", tmp_path)
+    outcome = run_grid(cells, workers=2, console=make_console())
+    nop, maml = cells
+    assert outcome[nop] is None and (nop.out / "result.json").exists()
+    assert "continuous (Box) actions" in outcome[maml]
+    error = json.loads((maml.out / "error.json").read_text())
+    assert error["exit_code"] == 1 and "maml-trpo" in error["command"]
+    finished_at = (nop.out / "result.json").stat().st_mtime_ns
+    again = run_grid(cells, workers=1, console=make_console())
+    assert (nop.out / "result.json").stat().st_mtime_ns == finished_at  # skipped, not re-run
+    assert again[maml] is not None
+
+
+def test_bench_command_writes_tables_and_exits_non_zero_on_failures(tmp_path, capsys):
+    args = ["bench", "--envs", "Bandit", "--baselines", "nop", "--seeds", "0", "1",
+            "--results", str(tmp_path), "--workers", "2"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "Bandit" in out and "nop" in out
+    assert "| Bandit | nop | 1 |" in (tmp_path / "README.md").read_text()
+    assert main([*args[:4], "maml-trpo", *args[5:]]) == 1
+    assert "some cells failed" in capsys.readouterr().err
