@@ -1,4 +1,4 @@
-# Two commands do all the set-up on a fresh machine: `make demo` and `make test`.
+# Two commands do all the set-up on a fresh machine: `make run` and `make test`.
 # Both create (once) and reuse the virtual environment in .venv.
 PYTHON ?= python3
 VENV := .venv
@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast bench lint clean
+.PHONY: install run demo test test-fast bench lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,12 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# The main job: a quick grid on HalfCheetahVel (about 10 minutes on 2 cores), then its table.
+# Run it again to finish an interrupted grid; runs land in runs/grid.
+run: $(STAMP)
+	$(BIN)/metabench bench --envs HalfCheetahVel --baselines rl2-ppo maml-trpo nop \
+		--seeds 0 1 --profile quick --results runs/grid
 
 demo: $(STAMP)
 	$(BIN)/metabench demo

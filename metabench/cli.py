@@ -153,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="budgets: quick (minutes per cell) or paper (the published settings)",
     )  # fmt: skip
     bench.add_argument(
-        "--results", type=Path, default=Path("results/grid"), help="where the runs go"
+        "--results", type=Path, default=Path("runs/grid"), help="where the runs go"
     )
     bench.add_argument(
         "--workers", type=positive_int, default=os.cpu_count() or 1, help="cells run at once"

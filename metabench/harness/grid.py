@@ -30,8 +30,8 @@ from metabench.harness.run import RunError
 PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     # minutes on a laptop: enough to see every piece run, far from the published budgets
     "quick": {
-        "rl2-ppo": {"steps": 200_000},
-        "maml-trpo": {"steps": 100_000, "set": {"meta_batch_size": 10, "episodes_per_task": 5}},
+        "rl2-ppo": {"steps": 1_000_000},
+        "maml-trpo": {"steps": 400_000, "set": {"meta_batch_size": 10, "episodes_per_task": 5}},
         "nop": {"steps": 1},
     },
     # the published settings (../shared/REFERENCE.md): days of CPU time per cell
