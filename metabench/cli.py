@@ -152,24 +152,51 @@ def build_parser() -> argparse.ArgumentParser:
         "--profile", default="quick", choices=["quick", "paper"],
         help="budgets: quick (minutes per cell) or paper (the published settings)",
     )  # fmt: skip
-    bench.add_argument(
-        "--results", type=Path, default=Path("runs/grid"), help="where the runs go"
-    )
+    bench.add_argument("--results", type=Path, default=Path("runs/grid"), help="where the runs go")
     bench.add_argument(
         "--workers", type=positive_int, default=os.cpu_count() or 1, help="cells run at once"
     )
 
     table = commands.add_parser(
         "table",
-        help="write the Markdown results table from the result files below a folder",
-        description="Collect every result.json below --results and write a Markdown table.",
+        help="write the results tables (Markdown, CSV) and plots from the result files",
+        description="Collect every result.json below --results and write <results>/README.md "
+        "(summary with bootstrap intervals over seeds, per-run rows, commands, published "
+        "references), <results>/summary.csv and <results>/plots/.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     table.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
     table.add_argument(
         "--out", type=Path, default=None, help="output file (default: <results>/README.md)"
     )
+
+    plot = commands.add_parser(
+        "plot",
+        help="plot adaptation curves (return per episode of the trial) from result files",
+        description="One PNG per benchmark: return (and success) against episode index within "
+        "the trial, one line per algorithm, with a 95%% bootstrap band over seeds.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    plot.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
+    plot.add_argument(
+        "--out", type=Path, default=None, help="output folder (default: <results>/plots)"
+    )
     return parser
+
+
+def write_tables(results: Path, markdown: Path | None) -> list[Path]:
+    """Regenerate the Markdown page, the CSV summary and the plots of ``results``."""
+    from metabench.harness.atomic import atomic_write_bytes
+    from metabench.harness.plots import plot_adaptation_curves
+    from metabench.harness.stats import summarize, summary_csv
+    from metabench.harness.tables import collect_results, results_markdown
+
+    markdown = markdown or results / "README.md"
+    runs = [result for _, result in collect_results(results)]
+    atomic_write_bytes(markdown, results_markdown(results).encode())
+    csv_path = results / "summary.csv"
+    atomic_write_bytes(csv_path, summary_csv(summarize(runs)).encode())
+    return [markdown, csv_path, *plot_adaptation_curves(runs, results / "plots")]
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -196,29 +223,32 @@ def _run(args: argparse.Namespace) -> None:
             )
         )
     elif args.command == "bench":
-        from metabench.harness.atomic import atomic_write_bytes
         from metabench.harness.grid import plan, run_grid
         from metabench.harness.report import grid_table, make_console
         from metabench.harness.run import RunError
-        from metabench.harness.tables import results_markdown
 
         console = make_console()
         cells = plan(args.envs, args.baselines, args.seeds, args.profile, args.results)
         outcome = run_grid(cells, args.workers, console)
-        atomic_write_bytes(args.results / "README.md", results_markdown(args.results).encode())
+        write_tables(args.results, None)
         console.print(grid_table(args.results, title=f"metabench bench --profile {args.profile}"))
-        console.print(f"Tables: {args.results / 'README.md'}")
+        console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")
         if any(error is not None for error in outcome.values()):
             raise RunError("some cells failed: see the list above")
     elif args.command == "table":
-        from metabench.harness.atomic import atomic_write_bytes
-        from metabench.harness.tables import results_markdown
+        if not args.results.is_dir():
+            raise ValueError(f"--results {args.results} is not a folder")
+        for path in write_tables(args.results, args.out):
+            print(f"wrote {path}")
+    elif args.command == "plot":
+        from metabench.harness.plots import plot_adaptation_curves
+        from metabench.harness.tables import collect_results
 
         if not args.results.is_dir():
             raise ValueError(f"--results {args.results} is not a folder")
-        out = args.out or args.results / "README.md"
-        atomic_write_bytes(out, results_markdown(args.results).encode())
-        print(f"wrote {out}")
+        runs = [result for _, result in collect_results(args.results)]
+        for path in plot_adaptation_curves(runs, args.out or args.results / "plots"):
+            print(f"wrote {path}")
     elif args.command == "evaluate":
         from metabench.harness.training import evaluate
 

@@ -201,6 +201,9 @@ def test_table_lists_runs_and_references_and_rejects_corrupt_results(tmp_path, c
     curve = json.loads((results / "nop" / "result.json").read_text())["metatest"]["aggregate"]
     assert " → ".join(f"{v:.2f}" for v in curve["return_per_episode"]) in page  # NOP's curve
     assert "Meta-World paper" in page and "0.358" in page
+    assert "| nop | 1 |" in page  # the summary over seeds
+    assert (results / "summary.csv").read_text().startswith("benchmark,")
+    assert (results / "plots" / "adaptation_Bandit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     (results / "broken").mkdir()
     (results / "broken" / "result.json").write_text('{"config": ')
     assert main(["table", "--results", str(results)]) == 1

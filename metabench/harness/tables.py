@@ -14,6 +14,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from metabench.harness.stats import per_task_success_markdown, summarize, summary_markdown
+
 RESULT_FILE = "result.json"
 
 
@@ -81,6 +83,16 @@ def results_markdown(root: Path) -> str:
         "edit by hand. Each run's directory holds its configuration, provenance and the exact",
         "test tasks. Budgets are the environment steps of meta-training shown per row: runs here",
         "are far shorter than the published ones listed below, whose numbers they do not match.",
+        "",
+        "## Summary",
+        "",
+        summary_markdown(summarize([result for _, result in runs])),
+    ]
+    per_task = per_task_success_markdown([result for _, result in runs])
+    if per_task:
+        lines += ["## Success per task class", "", per_task]
+    lines += [
+        "## Runs",
         "",
         "| benchmark | algorithm | seed | env steps | wall time | meta-test return per episode "
         "(exploration → test) | post-adaptation return | post-adaptation success | run |",

@@ -1,0 +1,142 @@
+"""Adaptation-curve plots from result files (PNG, drawn with matplotlib's Agg canvas).
+
+No ``pyplot``: figures are plain :class:`matplotlib.figure.Figure` objects rendered by
+:class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`, so plotting never opens a window or
+touches global matplotlib state.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from metabench.harness.atomic import atomic_write_bytes
+from metabench.harness.stats import Result, ResultLike, bootstrap_ci, group_runs
+
+__all__ = ["DPI", "PANEL_SIZE", "plot_adaptation_curves", "plot_filename"]
+
+PANEL_SIZE = (6.0, 4.5)
+"""Width and height in inches of one panel; a figure with a success panel is twice as wide."""
+DPI = 100
+"""Resolution of the PNG files: a one-panel figure is 600 x 450 pixels."""
+CONFIDENCE = 0.95
+
+
+def plot_filename(benchmark: str) -> str:
+    """The PNG file name for ``benchmark`` (characters unsafe in file names become ``_``)."""
+    return "adaptation_" + re.sub(r"[^A-Za-z0-9._-]+", "_", benchmark) + ".png"
+
+
+def _curves(runs: Sequence[Result], key: str) -> np.ndarray | None:
+    """Per seed (rows), the aggregate ``key`` at each episode index (columns); ``None`` if no
+    seed reports it."""
+    rows = [run["metatest"]["aggregate"].get(key) for run in runs]
+    rows = [row for row in rows if row is not None]
+    if not rows:
+        return None
+    lengths = {len(row) for row in rows}
+    if len(lengths) != 1:
+        run = runs[0]["config"]
+        raise ValueError(
+            f"{run['benchmark']} / {run['algorithm']}: seeds have trials of different lengths "
+            f"{sorted(lengths)} (different meta-test protocols); plot them separately"
+        )
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _draw(ax: Axes, curves: np.ndarray, label: str, color: Any) -> None:
+    """Mean over seeds with a bootstrap band over seeds at each episode index."""
+    episodes = np.arange(1, curves.shape[1] + 1)
+    intervals = [bootstrap_ci(curves[:, k], CONFIDENCE) for k in range(curves.shape[1])]
+    mean = np.array([i.mean for i in intervals])
+    ax.plot(episodes, mean, marker="o", markersize=4, color=color, label=label)
+    if curves.shape[0] > 1:
+        low = np.array([i.low for i in intervals])
+        high = np.array([i.high for i in intervals])
+        ax.fill_between(episodes, low, high, color=color, alpha=0.2, linewidth=0)
+
+
+def _plot_benchmark(benchmark: str, groups: dict[str, list[Result]]) -> bytes:
+    with_success = any(
+        _curves(runs, "success_rate_per_episode") is not None for runs in groups.values()
+    )
+    n_panels = 2 if with_success else 1
+    fig = Figure(figsize=(PANEL_SIZE[0] * n_panels, PANEL_SIZE[1]), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, n_panels, squeeze=False)[0]
+    panels = [("return_per_episode", "mean return")]
+    if with_success:
+        panels.append(("success_rate_per_episode", "success rate"))
+    colors = [f"C{i}" for i in range(len(groups))]
+    n_exploration = sorted(
+        {int(r["metatest"]["n_exploration_eps"]) for g in groups.values() for r in g}
+    )
+    n_episodes = 1
+    for ax, (key, ylabel) in zip(axes, panels, strict=True):
+        for (algorithm, runs), color in zip(groups.items(), colors, strict=True):
+            curves = _curves(runs, key)
+            if curves is None:
+                continue
+            n_episodes = max(n_episodes, curves.shape[1])
+            seeds = "seed" if len(runs) == 1 else "seeds"
+            _draw(ax, curves, f"{algorithm} ({len(runs)} {seeds})", color)
+        for i, n in enumerate(n_exploration):
+            ax.axvline(
+                n + 0.5,
+                color="0.3",
+                linestyle="--",
+                linewidth=1,
+                label="end of exploration" if i == 0 else None,
+            )
+        ax.set_xlabel("episode in the meta-test trial")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        if key == "success_rate_per_episode":
+            ax.set_ylim(-0.05, 1.05)
+    for ax in axes:
+        ax.set_xticks(np.arange(1, n_episodes + 1))
+    axes[0].legend(loc="best", fontsize="small")
+    bands = (
+        f"{CONFIDENCE:.0%} bootstrap band over seeds"
+        if any(len(runs) > 1 for runs in groups.values())
+        else "one seed per algorithm: no band"
+    )
+    fig.suptitle(
+        f"{benchmark}: meta-test adaptation curve\n(mean over seeds; {bands})",
+        fontsize="medium",
+    )
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def plot_adaptation_curves(results: Iterable[ResultLike], out_dir: Path) -> list[Path]:
+    """One PNG per benchmark in ``out_dir`` (created if needed), named by :func:`plot_filename`.
+
+    Each shows the mean return (and, in a second panel when any run reports success, the success
+    rate) at each episode of the meta-test trial, one line per algorithm: the mean over seeds of
+    each seed's aggregate over its test tasks, with a 95% bootstrap band over seeds (no band for a
+    single seed). A dashed vertical line marks the end of the exploration episodes. Files are
+    written atomically.
+
+    :returns: the written paths, sorted by benchmark.
+    """
+    by_benchmark: dict[str, dict[str, list[Result]]] = {}
+    for (benchmark, algorithm), runs in group_runs(results).items():
+        by_benchmark.setdefault(benchmark, {})[algorithm] = runs
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for benchmark, groups in sorted(by_benchmark.items()):
+        path = out_dir / plot_filename(benchmark)
+        atomic_write_bytes(path, _plot_benchmark(benchmark, groups))
+        written.append(path)
+    return written

@@ -1,0 +1,408 @@
+"""Statistics over seeds: bootstrap confidence intervals, interquartile means and summary tables.
+
+The unit of resampling is the **seed** (one independent training run). Each run contributes one
+number per metric, its own aggregate over the test tasks (``metatest.aggregate``); episodes and
+tasks are never resampled, since they are not independent of each other within a run.
+
+Typical use::
+
+    from metabench.harness.tables import collect_results
+    summaries = summarize(collect_results(Path("results")))
+    print(summary_markdown(summaries))
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import inspect
+import io
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+from scipy import stats
+
+__all__ = [
+    "METATRAIN_RETURN_KEYS",
+    "MIN_SEEDS_FOR_IQM",
+    "Interval",
+    "Summary",
+    "bootstrap_ci",
+    "group_runs",
+    "iqm",
+    "per_task_success_markdown",
+    "summarize",
+    "summary_csv",
+    "summary_markdown",
+]
+
+MIN_SEEDS_FOR_IQM = 4
+"""The interquartile mean is reported only with at least this many seeds (with fewer, the middle
+50% is one or two runs and the number says little)."""
+
+METATRAIN_RETURN_KEYS = ("metatrain/average_return", "metatrain/post_update_return")
+"""Keys of a result's ``metatrain`` dict read as its meta-train return, first present wins
+(RL2 logs the average return of a trial, MAML the return after the inner update)."""
+
+Result = Mapping[str, Any]
+ResultLike = Result | tuple[Path, Result]
+"""A result dict, or a ``(path, result)`` pair as :func:`~metabench.harness.tables.collect_results`
+returns them."""
+
+
+class Interval(NamedTuple):
+    """A mean and its confidence interval (``low``/``high`` are NaN when there is none)."""
+
+    mean: float
+    low: float
+    high: float
+
+
+# -- statistics ----------------------------------------------------------------------------------
+def _bootstrap_rng_kwargs(rng: np.random.Generator) -> dict[str, Any]:
+    """scipy >= 1.15 takes ``rng``; older versions only ``random_state``."""
+    params = inspect.signature(stats.bootstrap).parameters
+    return {"rng": rng} if "rng" in params else {"random_state": rng}
+
+
+def bootstrap_ci(
+    values: Sequence[float] | np.ndarray,
+    confidence: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int = 0,
+    method: str = "percentile",
+) -> Interval:
+    """The mean of ``values`` and a bootstrap confidence interval for it.
+
+    ``scipy.stats.bootstrap`` resamples ``values`` with replacement ``n_resamples`` times, seeded
+    with ``numpy.random.default_rng(seed)``, so the same call gives the same interval. ``values``
+    should hold one number per seed (see the module docstring).
+
+    * With a single value there is no interval: the result is ``(value, nan, nan)``.
+    * If all values are equal, every resample has the same mean: ``(value, value, value)``
+      (returned directly; scipy would warn about degenerate data).
+
+    :param method: ``"percentile"`` (the default, defined for any sample) or any other method of
+        ``scipy.stats.bootstrap`` (``"BCa"``, ``"basic"``).
+    :raises ValueError: if ``values`` is empty or holds a non-finite number.
+    """
+    data = np.asarray(values, dtype=np.float64)
+    if data.ndim != 1 or data.size == 0:
+        raise ValueError(f"bootstrap_ci needs a non-empty 1-D sequence of numbers, got {values!r}")
+    if not np.all(np.isfinite(data)):
+        raise ValueError(f"bootstrap_ci got a non-finite value in {values!r}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    mean = float(np.mean(data))
+    if data.size == 1:
+        return Interval(mean, math.nan, math.nan)
+    if np.all(data == data[0]):
+        return Interval(mean, mean, mean)
+    result = stats.bootstrap(
+        (data,),
+        np.mean,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method=method,
+        vectorized=True,
+        **_bootstrap_rng_kwargs(np.random.default_rng(seed)),
+    )
+    low, high = result.confidence_interval
+    return Interval(mean, float(low), float(high))
+
+
+def iqm(values: Sequence[float] | np.ndarray) -> float:
+    """Interquartile mean: the mean of the middle 50% of ``values`` (25% trimmed from each end,
+    ``scipy.stats.trim_mean(values, 0.25)``)."""
+    data = np.asarray(values, dtype=np.float64)
+    if data.size == 0:
+        raise ValueError("iqm of an empty sequence")
+    return float(stats.trim_mean(data, 0.25))
+
+
+# -- grouping and summaries ----------------------------------------------------------------------
+def _as_result(item: ResultLike) -> Result:
+    if isinstance(item, tuple):
+        return item[1]
+    return item
+
+
+def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Result]]:
+    """Results keyed by ``(benchmark, algorithm)``, keys sorted, each list sorted by seed.
+
+    :raises ValueError: if one group holds two runs with the same seed (they would be counted as
+        independent samples); keep one of them, or move the other out of the results folder.
+    """
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for item in results:
+        result = _as_result(item)
+        config = result["config"]
+        groups.setdefault((str(config["benchmark"]), str(config["algorithm"])), []).append(result)
+    for key, runs in groups.items():
+        runs.sort(key=lambda r: r["config"]["seed"])
+        seeds = [r["config"]["seed"] for r in runs]
+        duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
+        if duplicates:
+            raise ValueError(
+                f"{key[0]} / {key[1]} has several runs of seed(s) {duplicates}; seeds are the "
+                f"independent samples of the statistics, keep one run per seed"
+            )
+    return dict(sorted(groups.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class Summary:
+    """One ``(benchmark, algorithm)`` over its seeds.
+
+    Each metric is an :class:`Interval` (mean and bootstrap CI over seeds; no interval with one
+    seed) or ``None`` if no seed reports it. The ``*_iqm`` fields are ``None`` with fewer than
+    :data:`MIN_SEEDS_FOR_IQM` seeds.
+    """
+
+    benchmark: str
+    algorithm: str
+    n_seeds: int
+    seeds: tuple[int, ...]
+    env_steps: float
+    """Mean over seeds of the meta-training env steps."""
+    wall_time_s: float
+    """Mean over seeds of the wall time, in seconds."""
+    metatrain_return: Interval | None
+    test_return: Interval
+    test_success: Interval | None
+    test_return_iqm: float | None = None
+    test_success_iqm: float | None = None
+
+
+def _metatrain_return(result: Result) -> float | None:
+    metatrain = result.get("metatrain") or {}
+    for key in METATRAIN_RETURN_KEYS:
+        value = metatrain.get(key)
+        if value is not None:
+            return float(value)
+    return None
+
+
+def _finite(values: Iterable[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[Summary]:
+    """One :class:`Summary` per ``(benchmark, algorithm)``, sorted by benchmark and algorithm.
+
+    Per seed, the meta-test numbers are that run's ``metatest.aggregate`` ``test_return`` and
+    ``test_success_rate``; the meta-train return is the first of :data:`METATRAIN_RETURN_KEYS` in
+    its ``metatrain`` dict. Seeds missing a number are left out of that metric.
+    """
+    summaries = []
+    for (benchmark, algorithm), runs in group_runs(results).items():
+        aggregates = [run["metatest"]["aggregate"] for run in runs]
+        returns = _finite(a["test_return"] for a in aggregates)
+        successes = _finite(a.get("test_success_rate") for a in aggregates)
+        train = _finite(_metatrain_return(run) for run in runs)
+        summaries.append(
+            Summary(
+                benchmark=benchmark,
+                algorithm=algorithm,
+                n_seeds=len(runs),
+                seeds=tuple(int(run["config"]["seed"]) for run in runs),
+                env_steps=float(np.mean([run["env_steps"] for run in runs])),
+                wall_time_s=float(np.mean([run["wall_time_s"] for run in runs])),
+                metatrain_return=bootstrap_ci(train, confidence) if train else None,
+                test_return=(
+                    bootstrap_ci(returns, confidence)
+                    if returns
+                    else Interval(math.nan, math.nan, math.nan)
+                ),
+                test_success=bootstrap_ci(successes, confidence) if successes else None,
+                test_return_iqm=iqm(returns) if len(returns) >= MIN_SEEDS_FOR_IQM else None,
+                test_success_iqm=iqm(successes) if len(successes) >= MIN_SEEDS_FOR_IQM else None,
+            )
+        )
+    return summaries
+
+
+# -- tables --------------------------------------------------------------------------------------
+def _num(value: float | None, digits: int) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    return f"{value:.{digits}f}"
+
+
+def _interval(interval: Interval | None, digits: int) -> str:
+    if interval is None or not math.isfinite(interval.mean):
+        return "n/a"
+    text = _num(interval.mean, digits)
+    if math.isfinite(interval.low) and math.isfinite(interval.high):
+        text += f" [{_num(interval.low, digits)}, {_num(interval.high, digits)}]"
+    return text
+
+
+def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> str:
+    """Markdown: one table per benchmark, one row per algorithm.
+
+    Numbers are ``mean [low, high]`` with a bootstrap CI over seeds (``confidence`` is only the
+    label; use the one given to :func:`summarize`); a single seed shows the mean alone. IQM
+    columns show "—" with fewer than :data:`MIN_SEEDS_FOR_IQM` seeds.
+    """
+    if not summaries:
+        return ""
+    pct = f"{confidence:.0%}"
+    lines = [
+        f"Mean over seeds with a {pct} bootstrap confidence interval over seeds [low, high] "
+        f"(none with a single seed); IQM = interquartile mean over seeds, shown with at least "
+        f"{MIN_SEEDS_FOR_IQM} seeds.",
+    ]
+    for benchmark in sorted({s.benchmark for s in summaries}):
+        lines += [
+            "",
+            f"### {benchmark}",
+            "",
+            "| algorithm | seeds | env steps | wall time | meta-train return | "
+            "meta-test return | IQM return | meta-test success | IQM success |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for s in summaries:
+            if s.benchmark != benchmark:
+                continue
+            iqm_return = "—" if s.test_return_iqm is None else _num(s.test_return_iqm, 2)
+            if s.test_success is None:
+                iqm_success = "n/a"
+            else:
+                iqm_success = "—" if s.test_success_iqm is None else _num(s.test_success_iqm, 3)
+            lines.append(
+                f"| {s.algorithm} | {s.n_seeds} | {s.env_steps:,.0f} | "
+                f"{s.wall_time_s / 60:.1f} min | {_interval(s.metatrain_return, 2)} | "
+                f"{_interval(s.test_return, 2)} | {iqm_return} | "
+                f"{_interval(s.test_success, 3)} | {iqm_success} |"
+            )
+    return "\n".join(lines) + "\n"
+
+
+CSV_COLUMNS = (
+    "benchmark",
+    "algorithm",
+    "n_seeds",
+    "seeds",
+    "env_steps",
+    "wall_time_s",
+    "metatrain_return_mean",
+    "metatrain_return_low",
+    "metatrain_return_high",
+    "test_return_mean",
+    "test_return_low",
+    "test_return_high",
+    "test_return_iqm",
+    "test_success_mean",
+    "test_success_low",
+    "test_success_high",
+    "test_success_iqm",
+)
+"""Columns of :func:`summary_csv`."""
+
+
+def _cell(value: float | None) -> str:
+    """Full precision; empty for a missing or non-finite number."""
+    if value is None or not math.isfinite(value):
+        return ""
+    return repr(float(value))
+
+
+def summary_csv(summaries: Sequence[Summary]) -> str:
+    """CSV with :data:`CSV_COLUMNS`, one row per summary (sorted by benchmark, algorithm).
+
+    Numbers are written at full precision; a missing number (no interval from one seed, no
+    success reported, IQM with too few seeds) is an empty cell. ``seeds`` is space-separated.
+    """
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for s in sorted(summaries, key=lambda s: (s.benchmark, s.algorithm)):
+        train = s.metatrain_return or Interval(math.nan, math.nan, math.nan)
+        success = s.test_success or Interval(math.nan, math.nan, math.nan)
+        writer.writerow(
+            [
+                s.benchmark,
+                s.algorithm,
+                s.n_seeds,
+                " ".join(str(seed) for seed in s.seeds),
+                _cell(s.env_steps),
+                _cell(s.wall_time_s),
+                *(_cell(v) for v in train),
+                *(_cell(v) for v in s.test_return),
+                _cell(s.test_return_iqm),
+                *(_cell(v) for v in success),
+                _cell(s.test_success_iqm),
+            ]
+        )
+    return out.getvalue()
+
+
+# -- per-task success ----------------------------------------------------------------------------
+def _env_name(task: Any) -> str | None:
+    """The env name of a recorded Meta-World task (``{"env_name": ..., "data": ...}``)."""
+    if isinstance(task, Mapping) and isinstance(task.get("env_name"), str) and "data" in task:
+        return str(task["env_name"])
+    return None
+
+
+def _task_success(task: Mapping[str, Any]) -> float | None:
+    """1.0 if any test episode of the task succeeded, 0.0 if none, ``None`` if not reported."""
+    successes = task.get("episode_successes")
+    if successes is None:
+        return None
+    return float(any(successes[int(task["n_exploration_eps"]) :]))
+
+
+def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
+    """Markdown: per benchmark, the post-adaptation success rate of each env name (rows) for each
+    algorithm (columns).
+
+    Only tasks recorded as Meta-World tasks (``{"env_name": ..., "data": ...}``) that report
+    success count. A task succeeds if any of its test episodes did (as ``test_success_rate``).
+    Each cell is the mean over seeds of that seed's success rate over its tasks of that env name
+    (so all the goals of one env count together); "n/a" if the algorithm has no such task.
+    The result is ``""`` if no run reports success on such tasks.
+    """
+    # (benchmark, algorithm, env_name) -> per seed: list of task successes
+    cells: dict[tuple[str, str, str], dict[int, list[float]]] = {}
+    for (benchmark, algorithm), runs in group_runs(results).items():
+        for run in runs:
+            seed = int(run["config"]["seed"])
+            for task in run["metatest"]["tasks"]:
+                name, success = _env_name(task.get("task")), _task_success(task)
+                if name is None or success is None:
+                    continue
+                cells.setdefault((benchmark, algorithm, name), {}).setdefault(seed, []).append(
+                    success
+                )
+    if not cells:
+        return ""
+    lines = [
+        "Post-adaptation success rate per env (a task succeeds if any test episode does): mean "
+        "over seeds of each seed's rate over the tasks of that env.",
+    ]
+    for benchmark in sorted({key[0] for key in cells}):
+        algorithms = sorted({key[1] for key in cells if key[0] == benchmark})
+        names = sorted({key[2] for key in cells if key[0] == benchmark})
+        lines += [
+            "",
+            f"### {benchmark}",
+            "",
+            "| env | " + " | ".join(algorithms) + " |",
+            "| --- |" + " --- |" * len(algorithms),
+        ]
+        for name in names:
+            row = []
+            for algorithm in algorithms:
+                per_seed = cells.get((benchmark, algorithm, name))
+                if per_seed is None:
+                    row.append("n/a")
+                    continue
+                rate = float(np.mean([np.mean(v) for v in per_seed.values()]))
+                row.append(f"{rate:.3f}")
+            lines.append(f"| {name} | " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,338 @@
+"""Statistics over seeds and adaptation plots, checked against hand computations on fake results."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from metabench.evaluation import MetaTestResult, TaskResult
+from metabench.harness import plots
+from metabench.harness.stats import (
+    MIN_SEEDS_FOR_IQM,
+    bootstrap_ci,
+    group_runs,
+    iqm,
+    per_task_success_markdown,
+    summarize,
+    summary_csv,
+    summary_markdown,
+)
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def make_result(
+    benchmark: str,
+    algorithm: str,
+    seed: int,
+    task_returns: list[list[float]],
+    *,
+    n_exploration_eps: int = 2,
+    successes: list[list[bool]] | None = None,
+    tasks: list[Any] | None = None,
+    env_steps: int = 1000,
+    wall_time_s: float = 60.0,
+    metatrain: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """A result dict shaped like ``metabench train`` writes it, with the given episode returns
+    (one list per task: exploration episodes, then test episodes)."""
+    task_results = [
+        TaskResult(
+            task_index=i,
+            task=tasks[i] if tasks else {"goal": float(i)},
+            n_exploration_eps=n_exploration_eps,
+            episode_returns=list(returns),
+            episode_lengths=[10] * len(returns),
+            episode_successes=None if successes is None else list(successes[i]),
+        )
+        for i, returns in enumerate(task_returns)
+    ]
+    metatest = MetaTestResult(
+        algorithm=algorithm,
+        env="fake",
+        n_exploration_eps=n_exploration_eps,
+        n_test_episodes=len(task_returns[0]) - n_exploration_eps,
+        seed=seed,
+        tasks=task_results,
+    )
+    return {
+        "config": {"benchmark": benchmark, "algorithm": algorithm, "seed": seed},
+        "provenance": {},
+        "env_steps": env_steps,
+        "wall_time_s": wall_time_s,
+        "metatrain": metatrain or {},
+        "metatest": metatest.to_dict(),
+    }
+
+
+def simple_run(benchmark: str, algorithm: str, seed: int, test_return: float, **kw: Any) -> dict:
+    """One task whose single test episode returns ``test_return`` (after 2 exploration eps)."""
+    return make_result(benchmark, algorithm, seed, [[0.0, 1.0, test_return]], **kw)
+
+
+def hand_percentile_bootstrap(
+    values: np.ndarray, n_resamples: int, confidence: float, seed: int
+) -> tuple[float, float]:
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, len(values), size=(n_resamples, len(values)))
+    means = values[idx].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    low, high = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
+    return float(low), float(high)
+
+
+# -- bootstrap_ci and iqm ------------------------------------------------------------------------
+def test_bootstrap_ci_mean_and_interval() -> None:
+    sample = np.random.default_rng(1).normal(5.0, 2.0, size=20)
+    mean, low, high = bootstrap_ci(sample.tolist())
+    assert mean == pytest.approx(np.mean(sample), abs=1e-12)
+    assert low < mean < high
+
+
+def test_bootstrap_ci_narrower_with_more_data() -> None:
+    rng = np.random.default_rng(2)
+    _, low_small, high_small = bootstrap_ci(rng.normal(0.0, 1.0, size=10).tolist())
+    _, low_big, high_big = bootstrap_ci(rng.normal(0.0, 1.0, size=400).tolist())
+    assert high_big - low_big < (high_small - low_small) / 2
+
+
+def test_bootstrap_ci_reproducible_with_seed() -> None:
+    sample = np.random.default_rng(3).exponential(1.0, size=15).tolist()
+    assert bootstrap_ci(sample, seed=7) == bootstrap_ci(sample, seed=7)
+    assert bootstrap_ci(sample, seed=7) != bootstrap_ci(sample, seed=8)
+
+
+def test_bootstrap_ci_matches_hand_written_percentile_bootstrap() -> None:
+    sample = np.random.default_rng(4).normal(10.0, 3.0, size=25)
+    for confidence in (0.95, 0.8):
+        _, low, high = bootstrap_ci(sample.tolist(), confidence=confidence, n_resamples=10_000)
+        hand_low, hand_high = hand_percentile_bootstrap(sample, 10_000, confidence, seed=123)
+        tolerance = 0.05 * (hand_high - hand_low)
+        assert low == pytest.approx(hand_low, abs=tolerance)
+        assert high == pytest.approx(hand_high, abs=tolerance)
+
+
+def test_bootstrap_ci_single_value_has_no_interval() -> None:
+    mean, low, high = bootstrap_ci([3.5])
+    assert mean == 3.5
+    assert math.isnan(low) and math.isnan(high)
+
+
+def test_bootstrap_ci_degenerate_sample_without_warnings() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert bootstrap_ci([2.0, 2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)
+
+
+@pytest.mark.parametrize("bad", [[], [1.0, math.nan]])
+def test_bootstrap_ci_rejects_empty_and_nan(bad: list[float]) -> None:
+    with pytest.raises(ValueError):
+        bootstrap_ci(bad)
+
+
+def test_iqm_against_hand_computation() -> None:
+    # 8 values: the middle 50% are the 3rd to 6th smallest.
+    values = [100.0, 0.0, 6.0, 1.0, 5.0, 2.0, 4.0, 3.0]
+    assert iqm(values) == pytest.approx((2 + 3 + 4 + 5) / 4)
+    assert iqm([1.0, 2.0, 3.0, 4.0]) == pytest.approx(2.5)
+    assert MIN_SEEDS_FOR_IQM == 4
+
+
+# -- summaries -----------------------------------------------------------------------------------
+def test_summarize_groups_and_bootstraps_over_seeds() -> None:
+    per_seed = {0: 10.0, 1: 14.0, 2: 9.0, 3: 20.0}
+    results = [
+        *(simple_run("B", "algo-a", s, v, env_steps=1000 * (s + 1)) for s, v in per_seed.items()),
+        simple_run("B", "algo-b", 5, 3.0, metatrain={"metatrain/post_update_return": -1.0}),
+        simple_run("B", "algo-b", 2, 4.0, metatrain={"metatrain/post_update_return": -3.0}),
+        simple_run("A", "algo-a", 0, 1.0, metatrain={"metatrain/average_return": 7.0}),
+    ]
+    groups = group_runs(results[::-1])
+    assert list(groups) == [("A", "algo-a"), ("B", "algo-a"), ("B", "algo-b")]
+    assert [r["config"]["seed"] for r in groups[("B", "algo-b")]] == [2, 5]
+
+    summaries = {(s.benchmark, s.algorithm): s for s in summarize(results)}
+    a = summaries[("B", "algo-a")]
+    assert a.n_seeds == 4 and a.seeds == (0, 1, 2, 3)
+    assert a.env_steps == pytest.approx(2500.0)
+    assert a.test_return == bootstrap_ci(list(per_seed.values()))
+    assert a.test_return.mean == pytest.approx(np.mean(list(per_seed.values())))
+    assert a.test_return_iqm == pytest.approx((10.0 + 14.0) / 2)  # middle two of 9, 10, 14, 20
+    assert a.test_success is None and a.test_success_iqm is None
+    assert a.metatrain_return is None
+
+    b = summaries[("B", "algo-b")]
+    assert b.n_seeds == 2 and b.test_return_iqm is None  # fewer than 4 seeds
+    assert b.metatrain_return is not None and b.metatrain_return.mean == pytest.approx(-2.0)
+
+    single = summaries[("A", "algo-a")]
+    assert single.test_return.mean == 1.0 and math.isnan(single.test_return.low)
+    assert single.metatrain_return is not None and single.metatrain_return.mean == 7.0
+
+
+def test_summary_resamples_seeds_not_episodes() -> None:
+    # Per-seed aggregates are 2, 5 and 8 whatever the number of tasks of seed 0.
+    def runs(seed0_tasks: list[list[float]]) -> list[dict]:
+        return [
+            make_result("B", "x", 0, seed0_tasks, n_exploration_eps=1),
+            make_result("B", "x", 1, [[0.0, 5.0]], n_exploration_eps=1),
+            make_result("B", "x", 2, [[0.0, 8.0]], n_exploration_eps=1),
+        ]
+
+    few = summarize(runs([[0.0, 1.0], [0.0, 3.0]]))[0]
+    many = summarize(runs([[0.0, v] for v in (1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 2.0, 2.0)]))[0]
+    assert few == many
+    assert few.test_return == bootstrap_ci([2.0, 5.0, 8.0])
+    assert few.test_return.mean == pytest.approx(5.0)  # pooling episodes would give 4.25
+
+
+def test_duplicate_seeds_are_rejected() -> None:
+    with pytest.raises(ValueError, match="seed"):
+        group_runs([simple_run("B", "x", 0, 1.0), simple_run("B", "x", 0, 2.0)])
+
+
+def success_runs(algorithm: str, rates: list[float]) -> list[dict]:
+    """Seeds with 4 tasks each; ``rates[s]`` of them succeed in their test episode."""
+    out = []
+    for seed, rate in enumerate(rates):
+        n_ok = round(rate * 4)
+        successes = [[False, i < n_ok] for i in range(4)]
+        out.append(
+            make_result(
+                "ML1",
+                algorithm,
+                seed,
+                [[0.0, float(seed)] for _ in range(4)],
+                n_exploration_eps=1,
+                successes=successes,
+            )
+        )
+    return out
+
+
+def test_markdown_and_csv_report_the_numbers() -> None:
+    results = [
+        *success_runs("rl2", [0.25, 0.5, 0.75, 1.0]),
+        simple_run("Cheetah", "maml", 0, -80.0, wall_time_s=600.0),
+        simple_run("Cheetah", "maml", 1, -70.0, wall_time_s=1200.0),
+    ]
+    summaries = summarize(results)
+    rl2 = next(s for s in summaries if s.algorithm == "rl2")
+    maml = next(s for s in summaries if s.algorithm == "maml")
+    assert rl2.test_success is not None
+    assert rl2.test_success.mean == pytest.approx(0.625)
+    assert rl2.test_success_iqm == pytest.approx(0.625)  # middle two of .25 .5 .75 1
+    assert rl2.test_return.mean == pytest.approx(1.5)
+
+    markdown = summary_markdown(summaries)
+    assert "### Cheetah" in markdown and "### ML1" in markdown
+    maml_row = next(line for line in markdown.splitlines() if line.startswith("| maml |"))
+    low, high = maml.test_return.low, maml.test_return.high
+    assert f"-75.00 [{low:.2f}, {high:.2f}]" in maml_row
+    assert "15.0 min" in maml_row
+    assert maml_row.count("n/a") >= 2  # no success, no meta-train return
+    assert "—" in maml_row  # IQM with 2 seeds
+    rl2_row = next(line for line in markdown.splitlines() if line.startswith("| rl2 |"))
+    assert "0.625 [" in rl2_row and "| 0.625 |" in rl2_row and "| 1.50 |" in rl2_row
+
+    rows = list(csv.DictReader(io.StringIO(summary_csv(summaries))))
+    assert [(r["benchmark"], r["algorithm"]) for r in rows] == [("Cheetah", "maml"), ("ML1", "rl2")]
+    maml_csv, rl2_csv = rows
+    assert maml_csv["seeds"] == "0 1" and int(maml_csv["n_seeds"]) == 2
+    assert float(maml_csv["test_return_mean"]) == maml.test_return.mean
+    assert float(maml_csv["test_return_low"]) == low
+    assert float(maml_csv["test_return_high"]) == high
+    assert float(maml_csv["wall_time_s"]) == pytest.approx(900.0)
+    assert maml_csv["test_return_iqm"] == "" and maml_csv["test_success_mean"] == ""
+    assert float(rl2_csv["test_success_mean"]) == pytest.approx(0.625)
+    assert float(rl2_csv["test_success_iqm"]) == pytest.approx(0.625)
+    assert float(rl2_csv["test_return_iqm"]) == pytest.approx(1.5)
+
+
+def mw_task(env_name: str) -> dict[str, str]:
+    return {"env_name": env_name, "data": "AAAA"}
+
+
+def test_per_task_success_aggregates_by_env_name() -> None:
+    names = ["reach-v3", "reach-v3", "push-v3"]
+    tasks = [mw_task(n) for n in names]
+
+    def run(algorithm: str, seed: int, test_ok: list[bool], run_tasks: list[Any]) -> dict:
+        # Exploration episodes always succeed: only the test episode may count.
+        return make_result(
+            "ML-fake",
+            algorithm,
+            seed,
+            [[0.0, 0.0] for _ in run_tasks],
+            n_exploration_eps=1,
+            successes=[[True, ok] for ok in test_ok],
+            tasks=run_tasks,
+        )
+
+    results = [
+        run("rl2", 0, [True, False, True], tasks),  # reach 0.5, push 1
+        run("rl2", 1, [True, True, False], tasks),  # reach 1.0, push 0
+        run("maml", 0, [False, False], tasks[:2]),  # reach only
+    ]
+    table = per_task_success_markdown(results)
+    lines = table.splitlines()
+    assert "| env | maml | rl2 |" in lines
+    rows = [line for line in lines if line.startswith("| ") and "-v3" in line]
+    assert rows == ["| push-v3 | n/a | 0.500 |", "| reach-v3 | 0.000 | 0.750 |"]
+
+
+def test_per_task_success_empty_without_success() -> None:
+    assert per_task_success_markdown([simple_run("B", "x", 0, 1.0)]) == ""
+    no_success = make_result("B", "x", 0, [[0.0, 1.0]], n_exploration_eps=1, tasks=[mw_task("a")])
+    assert per_task_success_markdown([no_success]) == ""
+
+
+# -- plots ---------------------------------------------------------------------------------------
+def test_plot_adaptation_curves_one_valid_png_per_benchmark(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    results = [
+        make_result(
+            "Cheetah/Vel",
+            algorithm,
+            seed,
+            [list(rng.normal(size=4)) for _ in range(3)],
+            n_exploration_eps=3,
+        )
+        for algorithm in ("maml", "rl2")
+        for seed in range(3)
+    ]
+    results += success_runs("rl2", [0.25, 0.5, 0.75])
+    results.append(simple_run("Single", "nop", 0, 1.0))  # one seed: no band
+    out = tmp_path / "plots"
+    paths = plots.plot_adaptation_curves([(Path("x"), r) for r in results], out)
+
+    assert paths == [
+        out / "adaptation_Cheetah_Vel.png",
+        out / "adaptation_ML1.png",
+        out / "adaptation_Single.png",
+    ]
+    assert sorted(out.iterdir()) == sorted(paths)  # no temporary files left
+    width, height = (int(plots.PANEL_SIZE[0] * plots.DPI), int(plots.PANEL_SIZE[1] * plots.DPI))
+    expected_width = {"Cheetah_Vel": width, "ML1": 2 * width, "Single": width}  # ML1: success
+    for path in paths:
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+        image = imread(path)
+        name = path.stem.removeprefix("adaptation_")
+        assert image.shape[:2] == (height, expected_width[name])
+
+
+def test_plot_rejects_mixed_protocols(tmp_path: Path) -> None:
+    results = [
+        make_result("B", "x", 0, [[0.0, 1.0, 2.0]], n_exploration_eps=2),
+        make_result("B", "x", 1, [[0.0, 1.0]], n_exploration_eps=1),
+    ]
+    with pytest.raises(ValueError, match="different lengths"):
+        plots.plot_adaptation_curves(results, tmp_path)
