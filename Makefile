@@ -22,7 +22,7 @@ install: $(STAMP)
 # The main job: a quick grid on HalfCheetahVel (about 10 minutes on 2 cores), then its table.
 # Run it again to finish an interrupted grid; runs land in runs/grid.
 run: $(STAMP)
-	$(BIN)/metabench bench --envs HalfCheetahVel --baselines rl2-ppo maml-trpo nop \
+	$(BIN)/metabench bench --envs HalfCheetahVel --baselines rl2-ppo maml-trpo cem nop \
 		--seeds 0 1 --profile quick --results runs/grid
 
 demo: $(STAMP)

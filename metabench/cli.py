@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="BENCHMARK", help=f"benchmarks, from: {', '.join(sorted(BENCHMARKS))}",
     )  # fmt: skip
     bench.add_argument(
-        "--baselines", nargs="+", default=["rl2-ppo", "maml-trpo", "nop"],
+        "--baselines", nargs="+", default=["rl2-ppo", "maml-trpo", "cem", "nop"],
         choices=sorted(ALGORITHMS), metavar="ALGO",
         help=f"algorithms, from: {', '.join(sorted(ALGORITHMS))}",
     )  # fmt: skip

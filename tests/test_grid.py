@@ -13,7 +13,9 @@ def test_plan_is_the_product_of_benchmarks_algorithms_and_seeds(tmp_path):
     cells = plan(["Bandit", "PointGoal"], ["rl2-ppo", "nop"], [0, 1, 2], "quick", tmp_path)
     assert len(cells) == 12 and len({cell.out for cell in cells}) == 12
     rl2 = next(c for c in cells if c.algorithm == "rl2-ppo")
-    assert rl2.steps == 1_000_000 and rl2.out == tmp_path / rl2.benchmark / f"rl2-ppo-seed{rl2.seed}"
+    assert (
+        rl2.steps == 1_000_000 and rl2.out == tmp_path / rl2.benchmark / f"rl2-ppo-seed{rl2.seed}"
+    )
     maml = plan(["PointGoal"], ["maml-trpo"], [0], "quick", tmp_path)[0]
     assert ("meta_batch_size", 10) in maml.overrides
     assert "--set" in maml.command() and "meta_batch_size=10" in maml.command()

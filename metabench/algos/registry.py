@@ -184,6 +184,45 @@ def _build_nop(
     return NOP(env.action_space, action=hyperparameters["action"], seed=seed)
 
 
+# -- CEM and CMA-ES: per-test-task policy search, no meta-learning ---------------------------------
+def _search_population(spec: BenchmarkSpec) -> int:
+    """Candidates per generation that fit the benchmark's exploration episodes: all of them in
+    one generation when there are few, else two generations."""
+    episodes = spec.n_exploration_eps
+    return max(2, episodes if episodes < 4 else episodes // 2)
+
+
+def _search_hyperparameters(
+    names: tuple[str, ...], defaults: dict[str, Any]
+) -> Callable[[BenchmarkSpec, dict[str, Any]], dict[str, Any]]:
+    def resolve(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
+        values = {"n_samples": _search_population(spec), **defaults, **overrides}
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {', '.join(names)}")
+        return values
+
+    return resolve
+
+
+def _build_cem(
+    spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    from metabench.algos.cem import CEM
+
+    env = spec.make_test_env(seed)
+    return CEM(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+
+
+def _build_cmaes(
+    spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    from metabench.algos.cmaes import CMAES
+
+    env = spec.make_test_env(seed)
+    return CMAES(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+
+
 ALGORITHMS: dict[str, AlgorithmEntry] = {
     entry.name: entry
     for entry in [
@@ -198,6 +237,21 @@ ALGORITHMS: dict[str, AlgorithmEntry] = {
             "MAML with a policy-gradient inner step and a TRPO outer step (PyTorch)",
             _maml_hyperparameters,
             _build_maml,
+        ),
+        AlgorithmEntry(
+            "cem",
+            "cross-entropy method: policy search from scratch on each test task (no meta-learning)",
+            _search_hyperparameters(
+                ("n_samples", "best_frac", "init_std", "extra_std", "extra_decay_time"),
+                {"best_frac": 0.2, "init_std": 1.0, "extra_std": 1.0, "extra_decay_time": 10.0},
+            ),
+            _build_cem,
+        ),
+        AlgorithmEntry(
+            "cmaes",
+            "CMA-ES (the cma library): policy search from scratch on each test task",
+            _search_hyperparameters(("n_samples", "sigma0"), {"sigma0": 1.0}),
+            _build_cmaes,
         ),
         AlgorithmEntry(
             "nop",

@@ -32,12 +32,16 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
     "quick": {
         "rl2-ppo": {"steps": 1_000_000},
         "maml-trpo": {"steps": 400_000, "set": {"meta_batch_size": 10, "episodes_per_task": 5}},
+        "cem": {"steps": 1},  # no meta-training: the search happens at meta-test
+        "cmaes": {"steps": 1},
         "nop": {"steps": 1},
     },
     # the published settings (../shared/REFERENCE.md): days of CPU time per cell
     "paper": {
         "rl2-ppo": {"steps": 20_000_000},
         "maml-trpo": {"steps": 500 * 2 * 40 * 20 * 100},  # garage: 500 iterations
+        "cem": {"steps": 1},
+        "cmaes": {"steps": 1},
         "nop": {"steps": 1},
     },
 }
