@@ -86,6 +86,24 @@ class BenchmarkSpec:
         return kwargs
 
 
+def _metaworld_spec(name: str, benchmark: str, **env_kwargs: str) -> BenchmarkSpec:
+    """A Meta-World benchmark under Meta-World's protocol: trials of 10 episodes, meta-test with
+    10 adaptation then 3 evaluation episodes on the test split, horizon 500."""
+    return BenchmarkSpec(
+        name,
+        f"metabench/{benchmark}-v0",
+        env_kwargs={**env_kwargs, "split": "train"},
+        test_env_kwargs={**env_kwargs, "split": "test"},
+        episodes_per_trial=10,
+        n_exploration_eps=10,
+        n_test_episodes=3,
+        n_test_tasks=10,
+        metaworld=benchmark,
+        reports_success=True,
+        source="Meta-World protocol: 10 adaptation + 3 evaluation episodes, horizon 500",
+    )
+
+
 BENCHMARKS: dict[str, BenchmarkSpec] = {
     spec.name: spec
     for spec in [
@@ -110,45 +128,9 @@ BENCHMARKS: dict[str, BenchmarkSpec] = {
             n_test_tasks=10,
             source="MAML paper / learn2learn: horizon 100",
         ),
-        BenchmarkSpec(
-            "ML10",
-            "metabench/ML10-v0",
-            env_kwargs={"split": "train"},
-            test_env_kwargs={"split": "test"},
-            episodes_per_trial=10,
-            n_exploration_eps=10,
-            n_test_episodes=3,
-            n_test_tasks=10,
-            metaworld="ML10",
-            reports_success=True,
-            source="Meta-World protocol: 10 adaptation + 3 evaluation episodes, horizon 500",
-        ),
-        BenchmarkSpec(
-            "ML45",
-            "metabench/ML45-v0",
-            env_kwargs={"split": "train"},
-            test_env_kwargs={"split": "test"},
-            episodes_per_trial=10,
-            n_exploration_eps=10,
-            n_test_episodes=3,
-            n_test_tasks=10,
-            metaworld="ML45",
-            reports_success=True,
-            source="Meta-World protocol: 10 adaptation + 3 evaluation episodes, horizon 500",
-        ),
-        BenchmarkSpec(
-            "ML1-reach",
-            "metabench/ML1-v0",
-            env_kwargs={"env_name": "reach-v3", "split": "train"},
-            test_env_kwargs={"env_name": "reach-v3", "split": "test"},
-            episodes_per_trial=10,
-            n_exploration_eps=10,
-            n_test_episodes=3,
-            n_test_tasks=10,
-            metaworld="ML1",
-            reports_success=True,
-            source="Meta-World protocol: 10 adaptation + 3 evaluation episodes, horizon 500",
-        ),
+        _metaworld_spec("ML10", "ML10"),
+        _metaworld_spec("ML45", "ML45"),
+        _metaworld_spec("ML1-reach", "ML1", env_name="reach-v3"),
         BenchmarkSpec(
             "Bandit",
             "metabench/Bandit-v0",
