@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test test-fast bench lint clean
+.PHONY: install run demo test test-fast bench bench-save bench-compare lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -35,7 +35,14 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not benchmark" -q
 
 bench: $(STAMP)
-	$(BIN)/python -m pytest tests/benchmarks -m benchmark --benchmark-enable -q -s
+	$(BIN)/python -m pytest tests/benchmarks -m benchmark --benchmark-enable -q -s $(BENCH_ARGS)
+
+# Save the speed ratios as a baseline, or fail on a ratio more than 15 % worse than it.
+bench-save: $(STAMP)
+	$(MAKE) bench BENCH_ARGS="--save-ratios benchmarks/ratios.json"
+
+bench-compare: $(STAMP)
+	$(MAKE) bench BENCH_ARGS="--compare-ratios benchmarks/ratios.json"
 
 lint: $(STAMP)
 	$(BIN)/ruff check metabench tests scripts

@@ -1,3 +1,54 @@
-"""Shared fixtures: metabench registers its Gymnasium ids on import."""
+"""Shared fixtures: metabench registers its Gymnasium ids on import.
+
+The speed checks (``-m benchmark``) can also save their ratios as a baseline and compare later
+runs against it: ``--save-ratios FILE`` / ``--compare-ratios FILE`` (see the README).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 import metabench  # noqa: F401 - registers the metabench/* ids
+from metabench.harness.atomic import atomic_write_json
+from metabench.harness.timing import RATIO_TOLERANCE, ratio_regressions
+
+_SAVED: dict[str, float] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("metabench speed ratios")
+    group.addoption(
+        "--save-ratios",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="write the ratios the speed checks measure to FILE (a baseline)",
+    )
+    group.addoption("--compare-ratios", type=Path, default=None, metavar="FILE",
+                    help=f"fail a speed check whose ratio is more than {RATIO_TOLERANCE:.0%} "
+                    "worse than in FILE")  # fmt: skip
+
+
+@pytest.fixture
+def record_ratio(request: pytest.FixtureRequest) -> Callable[[str, float, bool], None]:
+    """Record a measured ratio; against a ``--compare-ratios`` baseline, fail on a regression."""
+    compare: Path | None = request.config.getoption("--compare-ratios")
+    baseline = json.loads(compare.read_text()) if compare is not None else {}
+
+    def record(name: str, value: float, higher_is_better: bool) -> None:
+        _SAVED[name] = value
+        problems = ratio_regressions({name: (value, higher_is_better)}, baseline)
+        if problems:
+            pytest.fail(problems[0])
+
+    return record
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path: Path | None = session.config.getoption("--save-ratios")
+    if path is not None and _SAVED:
+        atomic_write_json(path, dict(sorted(_SAVED.items())))

@@ -19,3 +19,31 @@ def best_times(fns: dict[str, Callable[[], object]], rounds: int = 7) -> dict[st
             fn()
             best[name] = min(best[name], time.perf_counter() - start)
     return best
+
+
+RATIO_TOLERANCE = 0.15
+"""How much worse than its saved baseline a speed ratio may get before a check fails (15 %):
+side-by-side ratios on a shared 2-core machine move by up to about 10 % between runs."""
+
+
+def ratio_regressions(
+    current: dict[str, tuple[float, bool]],
+    baseline: dict[str, float],
+    tolerance: float = RATIO_TOLERANCE,
+) -> list[str]:
+    """The ratios of ``current`` (name -> (value, higher_is_better)) that regressed by more than
+    ``tolerance`` against ``baseline``, each as a one-line message; ratios the baseline does not
+    hold are not judged."""
+    problems = []
+    for name, (value, higher_is_better) in sorted(current.items()):
+        if name not in baseline:
+            continue
+        reference = baseline[name]
+        limit = reference * (1 - tolerance) if higher_is_better else reference * (1 + tolerance)
+        if (value < limit) if higher_is_better else (value > limit):
+            direction = "fell" if higher_is_better else "rose"
+            problems.append(
+                f"{name} {direction} to {value:.3f} from the baseline's {reference:.3f} "
+                f"(tolerance {tolerance:.0%})"
+            )
+    return problems

@@ -51,7 +51,7 @@ def test_halfcheetah_step(benchmark, kind):
     benchmark(make_steppers()[kind])
 
 
-def test_halfcheetah_step_ratios(side_by_side):
+def test_halfcheetah_step_ratios(side_by_side, record_ratio):
     best = side_by_side(make_steppers(RATIO_STEPS), rounds=RATIO_ROUNDS)
     env_vs_raw = best["task_env"] / best["raw_mj_step"]
     wrapper_overhead = best["rl2_trial"] / best["task_env"] - 1.0
@@ -65,3 +65,5 @@ def test_halfcheetah_step_ratios(side_by_side):
     )
     assert env_vs_raw <= 2.0
     assert wrapper_overhead <= 0.10
+    record_ratio("halfcheetah_task_env_vs_raw_mj_step", env_vs_raw, False)
+    record_ratio("rl2_trial_vs_task_env_step", 1.0 + wrapper_overhead, False)

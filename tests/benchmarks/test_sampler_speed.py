@@ -34,7 +34,7 @@ def test_sampler_batch(benchmark, kind):
         close()
 
 
-def test_vector_env_reaches_75_percent_of_raw_rollout():
+def test_vector_env_reaches_75_percent_of_raw_rollout(record_ratio):
     rates = measure(NUM_ENVS, HORIZON, ROUNDS, sync=False, long_rollout=False)
     vector = rates[vector_name("exact")]
     ratio = vector / rates[RAW]
@@ -44,3 +44,4 @@ def test_vector_env_reaches_75_percent_of_raw_rollout():
         f"{vector:,.0f}; ratio {ratio:.2f} (target >= 0.75)"
     )
     assert ratio >= 0.75
+    record_ratio("halfcheetah_sampler_vs_raw_rollout", ratio, True)
