@@ -59,6 +59,8 @@ class Cell:
     steps: int
     overrides: tuple[tuple[str, Any], ...]
     out: Path
+    cpus: int = 1
+    """CPU cores the run uses (its own process plus any sampler workers)."""
 
     @property
     def label(self) -> str:
