@@ -34,8 +34,12 @@ def hyperparameter(text: str) -> tuple[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from metabench.algos.registry import ALGORITHMS
-    from metabench.harness.benchmarks import BENCHMARKS
+    from metabench.algos.registry import load_algorithms
+    from metabench.harness.benchmarks import load_benchmarks
+
+    benchmarks = load_benchmarks()  # envs/*.toml
+    algorithms = load_algorithms()  # baselines/*.toml
+    profiles = sorted({name for entry in algorithms.values() for name, _, _ in entry.profiles})
 
     parser = argparse.ArgumentParser(
         prog="metabench",
@@ -70,14 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     train.add_argument(
-        "--benchmark", required=True, choices=sorted(BENCHMARKS), help="the benchmark"
+        "--benchmark", required=True, choices=sorted(benchmarks), help="the benchmark"
     )
     train.add_argument(
         "--algo",
         required=True,
-        choices=sorted(ALGORITHMS),
+        choices=sorted(algorithms),
         help="the algorithm: "
-        + "; ".join(f"{name}: {entry.description}" for name, entry in ALGORITHMS.items()),
+        + "; ".join(f"{name}: {entry.description}" for name, entry in algorithms.items()),
     )
     train.add_argument("--seed", type=int, default=0, help="seed of training and test tasks")
     train.add_argument(
@@ -139,18 +143,19 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     bench.add_argument(
-        "--envs", nargs="+", default=["HalfCheetahVel"], choices=sorted(BENCHMARKS),
-        metavar="BENCHMARK", help=f"benchmarks, from: {', '.join(sorted(BENCHMARKS))}",
+        "--envs", nargs="+", default=["HalfCheetahVel"], choices=sorted(benchmarks),
+        metavar="BENCHMARK", help=f"benchmarks, from: {', '.join(sorted(benchmarks))}",
     )  # fmt: skip
     bench.add_argument(
         "--baselines", nargs="+", default=["rl2-ppo", "maml-trpo", "cem", "nop"],
-        choices=sorted(ALGORITHMS), metavar="ALGO",
-        help=f"algorithms, from: {', '.join(sorted(ALGORITHMS))}",
+        choices=sorted(algorithms), metavar="ALGO",
+        help=f"algorithms, from: {', '.join(sorted(algorithms))}",
     )  # fmt: skip
     bench.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds")
     bench.add_argument(
-        "--profile", default="quick", choices=["quick", "paper"],
-        help="budgets: quick (minutes per cell) or paper (the published settings)",
+        "--profile", default="quick", choices=profiles,
+        help="budgets and settings from each baseline's [profiles.NAME]: quick (minutes per "
+        "cell) or paper (the published settings)",
     )  # fmt: skip
     bench.add_argument("--results", type=Path, default=Path("runs/grid"), help="where the runs go")
     bench.add_argument(
@@ -256,8 +261,15 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     from metabench.harness.run import RunError
+    from metabench.harness.specfiles import SpecError
+
+    try:
+        parser = build_parser()
+    except SpecError as error:  # a malformed envs/ or baselines/ file: say which, and where
+        print(f"metabench: error: {error}", file=sys.stderr)
+        return 1
+    args = parser.parse_args(argv)
 
     try:
         _run(args)

@@ -132,7 +132,7 @@ def test_unwritable_output_directory_is_reported(tmp_path):
         (["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--steps", "10"], 1,
          "less than one iteration"),
         (["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--set", "lr=1"], 1,
-         "unknown RL2-PPO hyperparameter"),
+         "unknown hyperparameter(s) lr of rl2-ppo"),
         (["evaluate", "/nonexistent/run"], 1, "not a metabench run directory"),
     ],
 )  # fmt: skip
@@ -220,7 +220,7 @@ def test_maml_trpo_runs_through_the_same_harness(tmp_path):
     assert "metatrain/post_update_return" in result["metatrain"]
     assert result["config"]["hyperparameters"]["num_grad_updates"] == 1
     assert RunDirectory(out).load_checkpoint()["iteration"] == 2
-    with pytest.raises(ValueError, match="unknown MAML-TRPO hyperparameter"):
+    with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) lr of maml-trpo"):
         train(RunSettings("PointGoal", "maml-trpo", 0, 320, tmp_path / "x", {"lr": 1}))
 
 

@@ -1,67 +1,62 @@
-"""Algorithms by name, each built for a benchmark with the hyperparameters recorded in a run.
+"""Algorithms by name: ``baselines/*.toml`` (settings, sources, profiles) plus the Python that
+builds each one (the ``Implementation`` its ``entry_point`` names).
 
-Every hyperparameter a run uses ends up in the run's ``config.json``, with the source it came
-from; ``overrides`` (from the command line) replace single fields.
+A run's hyperparameters are, in order: the implementation's defaults for the benchmark, then each
+``[benchmarks.<name or glob>]`` table of the baseline file that matches the benchmark, then the
+overrides of the run (``--set``, or a grid profile's ``set``). Every one ends up in the run's
+``config.json`` with the sources it came from; an unknown name at any layer is an error.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import functools
+import importlib
+import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.harness.benchmarks import BenchmarkSpec
+from metabench.harness.benchmarks import BenchmarkSpec, load_benchmarks
+from metabench.harness.specfiles import SpecError, SpecFile, check_table, read_specs
 
 Builder = Callable[[BenchmarkSpec, int, dict[str, Any], "str | None"], MetaRLAlgorithm]
 
 
 @dataclass(frozen=True)
-class AlgorithmEntry:
-    """An algorithm the CLI and the harness can build."""
+class Implementation:
+    """The Python side of an algorithm.
 
-    name: str
-    description: str
-    hyperparameters: Callable[[BenchmarkSpec, dict[str, Any]], dict[str, Any]]
+    :param defaults: every hyperparameter with its default on a benchmark (the names it takes).
+    :param build: makes the algorithm from a benchmark, a seed and resolved hyperparameters.
+    :param check: validates (and normalises) a full set of hyperparameters; raises ``ValueError``.
+    """
+
+    defaults: Callable[[BenchmarkSpec], dict[str, Any]]
     build: Builder
+    check: Callable[[dict[str, Any]], dict[str, Any]] = dict
+
+
+def signature_defaults(callable_: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """The defaults of ``names`` in ``callable_``'s signature (one source of truth: the class)."""
+    parameters = inspect.signature(callable_).parameters
+    return {name: parameters[name].default for name in names}
 
 
 # -- RL2-PPO ---------------------------------------------------------------------------------------
-RL2_PRESETS: dict[str, dict[str, Any]] = {
-    # garage RL2-PPO HalfCheetahVel example (../shared/REFERENCE.md)
-    "HalfCheetahVel": {"meta_batch_size": 10, "hidden_size": 64, "ent_coef": 0.02},
-    "HalfCheetahDir": {"meta_batch_size": 10, "hidden_size": 64, "ent_coef": 0.02},
-    # Meta-World paper appendix: meta-batch 10 (ML10) / 25 (ML45), GRU 256, lr 5e-4, entropy 5e-6
-    "ML10": {"meta_batch_size": 10, "hidden_size": 256, "learning_rate": 5e-4,
-             "ent_coef": 5e-6, "reward_scale": 0.1},
-    "ML45": {"meta_batch_size": 45, "hidden_size": 256, "learning_rate": 5e-4,
-             "ent_coef": 5e-6, "reward_scale": 0.1},
-    "ML1-reach": {"meta_batch_size": 25, "hidden_size": 256, "learning_rate": 5e-4,
-                  "ent_coef": 5e-6, "reward_scale": 0.1},
-    # metabench toys: the bandit is RL2's learning check (tests/algos/test_rl2_algorithm.py)
-    "Bandit": {"meta_batch_size": 64, "hidden_size": 32, "learning_rate": 3e-3,
-               "ent_coef": 0.01, "normalize_advantage": True, "n_epochs": 10},
-    "PointGoal": {"meta_batch_size": 16, "hidden_size": 64, "learning_rate": 1e-3,
-                  "ent_coef": 0.0, "normalize_advantage": True},
-}  # fmt: skip
-"""Per-benchmark RL2-PPO settings over :class:`~metabench.algos.rl2.RL2PPOConfig`'s defaults.
-ML45 uses meta-batch 45 rather than the paper's 25 so that each batch holds one task per class."""
-
-
-def _rl2_hyperparameters(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
+def _rl2_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
     from metabench.algos.rl2.algorithm import RL2PPOConfig
 
-    values = {"episodes_per_trial": spec.episodes_per_trial, **RL2_PRESETS.get(spec.name, {})}
-    values.update(overrides)
-    known = {f.name for f in dataclasses.fields(RL2PPOConfig)}
-    unknown = sorted(set(values) - known)
-    if unknown:
-        raise ValueError(
-            f"unknown RL2-PPO hyperparameter(s) {unknown}; valid: {', '.join(sorted(known))}"
-        )
+    return {**dataclasses.asdict(RL2PPOConfig()), "episodes_per_trial": spec.episodes_per_trial}
+
+
+def _rl2_check(values: dict[str, Any]) -> dict[str, Any]:
+    from metabench.algos.rl2.algorithm import RL2PPOConfig
+
     return dataclasses.asdict(RL2PPOConfig(**values))
 
 
@@ -80,25 +75,10 @@ def _build_rl2(
     )
 
 
+RL2_PPO = Implementation(_rl2_defaults, _build_rl2, _rl2_check)
+
+
 # -- MAML-TRPO -------------------------------------------------------------------------------------
-MAML_PRESETS: dict[str, dict[str, Any]] = {
-    # garage MAML-TRPO HalfCheetahVel benchmark against ProMP (../shared/REFERENCE.md); the
-    # benchmark's horizon (100) applies to every algorithm
-    "HalfCheetahVel": {"meta_batch_size": 40, "episodes_per_task": 20, "inner_lr": 0.1,
-                       "hidden_sizes": [100, 100], "gae_lambda": 1.0, "max_kl": 0.01},
-    "HalfCheetahDir": {"meta_batch_size": 40, "episodes_per_task": 20, "inner_lr": 0.1,
-                       "hidden_sizes": [100, 100], "gae_lambda": 1.0, "max_kl": 0.01},
-    # Meta-World paper appendix: meta-batch 20 / 20 / 45, 10 / 10 / 20 episodes per task,
-    # 128-128 tanh, inner lr 1e-4, max KL 0.01
-    "ML1-reach": {"meta_batch_size": 20, "episodes_per_task": 10, "inner_lr": 1e-4,
-                  "hidden_sizes": [128, 128]},
-    "ML10": {"meta_batch_size": 20, "episodes_per_task": 10, "inner_lr": 1e-4,
-             "hidden_sizes": [128, 128]},
-    "ML45": {"meta_batch_size": 45, "episodes_per_task": 20, "inner_lr": 1e-4,
-             "hidden_sizes": [128, 128]},
-    # metabench toy: the learning check of tests/algos/test_maml.py
-    "PointGoal": {"meta_batch_size": 20, "episodes_per_task": 10, "hidden_sizes": [32, 32]},
-}  # fmt: skip
 MAML_HYPERPARAMETERS = (
     "meta_batch_size", "episodes_per_task", "inner_lr", "num_grad_updates", "first_order",
     "discount", "gae_lambda", "max_kl", "cg_iters", "cg_damping", "ls_steps", "ls_ratio",
@@ -106,25 +86,15 @@ MAML_HYPERPARAMETERS = (
 )  # fmt: skip
 
 
-def _maml_hyperparameters(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
-    import inspect
-
+def _maml_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
     from metabench.algos.maml import MAMLTRPO
 
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(MAMLTRPO).parameters.items()
-        if name in MAML_HYPERPARAMETERS
-    }
-    values = {**defaults, **MAML_PRESETS.get(spec.name, {}), **overrides}
-    unknown = sorted(set(values) - set(MAML_HYPERPARAMETERS))
-    if unknown:
-        raise ValueError(
-            f"unknown MAML-TRPO hyperparameter(s) {unknown}; "
-            f"valid: {', '.join(MAML_HYPERPARAMETERS)}"
-        )
-    values["hidden_sizes"] = list(values["hidden_sizes"])
-    return values
+    values = signature_defaults(MAMLTRPO, MAML_HYPERPARAMETERS)
+    return {**values, "hidden_sizes": list(values["hidden_sizes"])}
+
+
+def _maml_check(values: dict[str, Any]) -> dict[str, Any]:
+    return {**values, "hidden_sizes": list(values["hidden_sizes"])}
 
 
 def _build_maml(
@@ -147,10 +117,7 @@ def _build_maml(
         # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
         # Python env per episode; the sampler talks to both through the same API
         vec_env = gym.make_vec(
-            spec.env_id,
-            num_envs=values["meta_batch_size"] * values["episodes_per_task"],
-            vectorization_mode="vector_entry_point",
-            **env_kwargs,
+            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs
         )
     try:
         return MAMLTRPO(
@@ -167,21 +134,26 @@ def _build_maml(
         raise
 
 
+MAML_TRPO = Implementation(_maml_defaults, _build_maml, _maml_check)
+
+
 # -- NOP -------------------------------------------------------------------------------------------
-def _nop_hyperparameters(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
-    values = {"action": "zero", **overrides}
-    if set(values) != {"action"} or values["action"] not in ("zero", "random"):
-        raise ValueError(f"NOP takes only action='zero' or 'random', got {overrides}")
+def _nop_check(values: dict[str, Any]) -> dict[str, Any]:
+    if values["action"] not in ("zero", "random"):
+        raise ValueError(f"NOP takes action='zero' or 'random', got {values['action']!r}")
     return values
 
 
 def _build_nop(
     spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
 ) -> MetaRLAlgorithm:
-    from metabench.algos.nop import NOP
+    from metabench.algos.nop import NOP as NOPAlgorithm
 
     env = spec.make_test_env(seed)
-    return NOP(env.action_space, action=hyperparameters["action"], seed=seed)
+    return NOPAlgorithm(env.action_space, action=hyperparameters["action"], seed=seed)
+
+
+NOP = Implementation(lambda spec: {"action": "zero"}, _build_nop, _nop_check)
 
 
 # -- CEM and CMA-ES: per-test-task policy search, no meta-learning ---------------------------------
@@ -192,82 +164,230 @@ def _search_population(spec: BenchmarkSpec) -> int:
     return max(2, episodes if episodes < 4 else episodes // 2)
 
 
-def _search_hyperparameters(
-    names: tuple[str, ...], defaults: dict[str, Any]
-) -> Callable[[BenchmarkSpec, dict[str, Any]], dict[str, Any]]:
-    def resolve(spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
-        values = {"n_samples": _search_population(spec), **defaults, **overrides}
-        unknown = sorted(set(values) - set(names))
-        if unknown:
-            raise ValueError(f"unknown hyperparameter(s) {unknown}; valid: {', '.join(names)}")
-        return values
+def _cem_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
+    from metabench.algos.cem import CEM as CEMAlgorithm
 
-    return resolve
+    names = ("best_frac", "init_std", "extra_std", "extra_decay_time")
+    return {"n_samples": _search_population(spec), **signature_defaults(CEMAlgorithm, names)}
 
 
 def _build_cem(
     spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
 ) -> MetaRLAlgorithm:
-    from metabench.algos.cem import CEM
+    from metabench.algos.cem import CEM as CEMAlgorithm
 
     env = spec.make_test_env(seed)
-    return CEM(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+    return CEMAlgorithm(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+
+
+def _cmaes_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
+    from metabench.algos.cmaes import CMAES as CMAESAlgorithm
+
+    return {
+        "n_samples": _search_population(spec),
+        **signature_defaults(CMAESAlgorithm, ("sigma0",)),
+    }
 
 
 def _build_cmaes(
     spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
 ) -> MetaRLAlgorithm:
-    from metabench.algos.cmaes import CMAES
+    from metabench.algos.cmaes import CMAES as CMAESAlgorithm
 
     env = spec.make_test_env(seed)
-    return CMAES(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+    return CMAESAlgorithm(env.action_space, env.observation_space, seed=seed, **hyperparameters)
 
 
-ALGORITHMS: dict[str, AlgorithmEntry] = {
-    entry.name: entry
-    for entry in [
-        AlgorithmEntry(
-            "rl2-ppo",
-            "RL2 with PPO (sb3-contrib RecurrentPPO, whole-sequence LSTM training)",
-            _rl2_hyperparameters,
-            _build_rl2,
-        ),
-        AlgorithmEntry(
-            "maml-trpo",
-            "MAML with a policy-gradient inner step and a TRPO outer step (PyTorch)",
-            _maml_hyperparameters,
-            _build_maml,
-        ),
-        AlgorithmEntry(
-            "cem",
-            "cross-entropy method: policy search from scratch on each test task (no meta-learning)",
-            _search_hyperparameters(
-                ("n_samples", "best_frac", "init_std", "extra_std", "extra_decay_time"),
-                {"best_frac": 0.2, "init_std": 1.0, "extra_std": 1.0, "extra_decay_time": 10.0},
-            ),
-            _build_cem,
-        ),
-        AlgorithmEntry(
-            "cmaes",
-            "CMA-ES (the cma library): policy search from scratch on each test task",
-            _search_hyperparameters(("n_samples", "sigma0"), {"sigma0": 1.0}),
-            _build_cmaes,
-        ),
-        AlgorithmEntry(
-            "nop",
-            "no optimisation: zero (or random) actions, the floor of every table",
-            _nop_hyperparameters,
-            _build_nop,
-        ),
-    ]
-}
+CEM = Implementation(_cem_defaults, _build_cem)
+CMAES = Implementation(_cmaes_defaults, _build_cmaes)
+
+
+# -- baselines/*.toml ------------------------------------------------------------------------------
+BASELINE_SCHEMA = {
+    "description": str, "entry_point": str, "source": str, "cpus": int,
+    "benchmarks": dict, "profiles": dict,
+}  # fmt: skip
+PROFILE_SCHEMA = {"source": str, "steps": int, "set": dict, "benchmarks": dict}
+PROFILE_BENCHMARK_SCHEMA = {"source": str, "steps": int, "set": dict}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Hyperparameters (or a budget) from one table of a baseline file, with their source."""
+
+    where: str
+    source: str
+    values: dict[str, Any] = field(default_factory=dict)
+    steps: int | None = None
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """What a grid profile runs one algorithm on one benchmark with."""
+
+    steps: int
+    overrides: dict[str, Any]
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """An algorithm the CLI and the harness can build: one ``baselines/*.toml`` file."""
+
+    name: str
+    description: str
+    source: str
+    entry_point: str
+    cpus: int
+    path: str
+    benchmarks: tuple[tuple[str, Setting], ...] = ()
+    """``(benchmark name or glob, setting)`` in file order; every match applies, later wins."""
+    profiles: tuple[tuple[str, Setting, tuple[tuple[str, Setting], ...]], ...] = ()
+    """``(profile, setting, per-benchmark settings)``."""
+
+    @property
+    def implementation(self) -> Implementation:
+        return load_implementation(self.entry_point, self.path)
+
+    def settings_for(self, benchmark: str) -> list[Setting]:
+        """The ``[benchmarks.*]`` tables that apply to ``benchmark``, in file order."""
+        return [s for pattern, s in self.benchmarks if fnmatch.fnmatchcase(benchmark, pattern)]
+
+    def sources(self, benchmark: str) -> list[str]:
+        """Where the hyperparameters of a run on ``benchmark`` come from."""
+        return [self.source, *(setting.source for setting in self.settings_for(benchmark))]
+
+    def hyperparameters(self, spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
+        """Every hyperparameter of a run on ``spec``: defaults, the file's tables, ``overrides``.
+
+        :raises ValueError: an unknown name (saying where it was set) or a bad value.
+        """
+        values = self.implementation.defaults(spec)
+        layers = [(setting.where, setting.values) for setting in self.settings_for(spec.name)]
+        for where, layer in [*layers, ("--set", overrides)]:
+            unknown = sorted(set(layer) - set(values))
+            if unknown:
+                raise ValueError(
+                    f"{where}: unknown hyperparameter(s) {', '.join(unknown)} of {self.name}; "
+                    f"valid: {', '.join(sorted(values))}"
+                )
+            values.update(layer)
+        return self.implementation.check(values)
+
+    def build(
+        self, spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+    ) -> MetaRLAlgorithm:
+        return self.implementation.build(spec, seed, hyperparameters, log_dir)
+
+    def profile(self, name: str, benchmark: str) -> ProfileSettings:
+        """The budget and overrides of profile ``name`` on ``benchmark``."""
+        for profile, setting, per_benchmark in self.profiles:
+            if profile == name:
+                matches = [s for p, s in per_benchmark if fnmatch.fnmatchcase(benchmark, p)]
+                steps, overrides = setting.steps, dict(setting.values)
+                for match in matches:
+                    steps = match.steps if match.steps is not None else steps
+                    overrides.update(match.values)
+                if steps is None:
+                    raise SpecError(f"{self.path}: [profiles.{name}] sets no steps for {benchmark}")
+                sources = (setting.source, *(match.source for match in matches))
+                return ProfileSettings(steps, overrides, tuple(s for s in sources if s))
+        names = ", ".join(profile for profile, _, _ in self.profiles) or "none"
+        raise KeyError(f"{self.path} has no profile {name!r}; its profiles: {names}")
+
+
+@functools.cache
+def load_implementation(entry_point: str, path: str = "") -> Implementation:
+    """The :class:`Implementation` that ``"module:attribute"`` names."""
+    module_name, _, attribute = entry_point.partition(":")
+    try:
+        implementation = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise SpecError(f"{path}: entry_point {entry_point!r} cannot be loaded ({error})") from None
+    if not isinstance(implementation, Implementation):
+        raise SpecError(
+            f"{path}: entry_point {entry_point!r} is not a metabench.algos.registry.Implementation"
+        )
+    return implementation
+
+
+def _setting(spec: SpecFile, table: dict[str, Any], where: str, schema: Any = None) -> Setting:
+    """One table: ``source`` (required), ``steps`` and ``set`` for profiles, else values."""
+    if schema is None:  # a [benchmarks.*] table: hyperparameters beside the source
+        values = {key: value for key, value in table.items() if key != "source"}
+        if not isinstance(table.get("source"), str):
+            raise spec.error(f'[{where}] needs source = "where these settings come from"')
+        return Setting(f"{spec.path} [{where}]", table["source"], values)
+    checked = check_table(spec, table, schema, where=where, required=("source",))
+    steps = checked.get("steps")
+    if steps is not None and steps < 1:
+        raise spec.error(f"steps must be at least 1, got {steps}", "steps", where)
+    values = check_table(spec, checked.get("set", {}), None, where=f"{where}.set")
+    return Setting(f"{spec.path} [{where}]", checked["source"], values, steps)
+
+
+def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmEntry:
+    """The :class:`AlgorithmEntry` of one ``baselines/*.toml`` file."""
+    top = check_table(
+        spec, spec.data, BASELINE_SCHEMA,
+        required=("description", "entry_point", "source", "profiles"),
+    )  # fmt: skip
+    cpus = top.get("cpus", 1)
+    if cpus < 1:
+        raise spec.error(f"cpus must be at least 1, got {cpus}", "cpus")
+    benchmarks = []
+    for pattern, table in top.get("benchmarks", {}).items():
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in benchmark_names):
+            raise spec.error(
+                f"[benchmarks.{pattern}] matches no benchmark; benchmarks: "
+                f"{', '.join(sorted(benchmark_names))}",
+                pattern,
+            )
+        benchmarks.append((pattern, _setting(spec, table, f"benchmarks.{pattern}")))
+    profiles = []
+    for profile, table in top["profiles"].items():
+        where = f"profiles.{profile}"
+        setting = _setting(spec, table, where, PROFILE_SCHEMA)
+        per_benchmark = tuple(
+            (
+                pattern,
+                _setting(spec, sub, f"{where}.benchmarks.{pattern}", PROFILE_BENCHMARK_SCHEMA),
+            )
+            for pattern, sub in check_table(
+                spec, table.get("benchmarks", {}), None, where=f"{where}.benchmarks"
+            ).items()
+        )
+        profiles.append((profile, setting, per_benchmark))
+    return AlgorithmEntry(
+        spec.name, top["description"], top["source"], top["entry_point"], cpus, spec.path,
+        tuple(benchmarks), tuple(profiles),
+    )  # fmt: skip
+
+
+@functools.cache
+def load_algorithms() -> dict[str, AlgorithmEntry]:
+    """Every algorithm of ``baselines/*.toml`` (and ``$METABENCH_SPECS``), by name."""
+    names = set(load_benchmarks())
+    return {
+        name: algorithm_from_spec(spec, names) for name, spec in read_specs("baselines").items()
+    }
 
 
 def get_algorithm(name: str) -> AlgorithmEntry:
     """The algorithm called ``name``, or a ``KeyError`` listing the valid names."""
+    algorithms = load_algorithms()
     try:
-        return ALGORITHMS[name]
+        return algorithms[name]
     except KeyError:
         raise KeyError(
-            f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(ALGORITHMS))}"
+            f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(algorithms))}"
         ) from None
+
+
+def clear_spec_caches() -> None:
+    """Forget the loaded specs, so that the next look-up reads the files (and
+    ``$METABENCH_SPECS``) again."""
+    from metabench.harness import benchmarks
+
+    for cached in (benchmarks.load_benchmarks, benchmarks._check_env, load_algorithms):
+        cached.cache_clear()

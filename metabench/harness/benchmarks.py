@@ -1,4 +1,4 @@
-"""Benchmark definitions: which task env, which tasks to train and test on, which protocol.
+"""Benchmarks (``envs/*.toml``): which task env, which tasks to train and test on, which protocol.
 
 A benchmark fixes everything a result depends on besides the algorithm: the task env and its
 horizon, where meta-training tasks come from, the held-out test tasks, and the meta-test protocol
@@ -8,11 +8,16 @@ of the run's seed that training never uses, and recorded with every result.
 
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+from gymnasium.envs.registration import load_env_creator
 
+from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_line, read_specs
 from metabench.tasks.base import Task, TaskSampler
 
 TEST_STREAM = 7
@@ -31,7 +36,9 @@ class BenchmarkSpec:
     :param n_test_episodes: meta-test episodes with the adapted policy.
     :param n_test_tasks: held-out tasks evaluated at meta-test.
     :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
+    :param reports_success: whether the task env reports ``info["success"]``.
     :param source: where the settings come from.
+    :param path: the spec file it was read from.
     """
 
     name: str
@@ -44,7 +51,9 @@ class BenchmarkSpec:
     n_test_tasks: int = 10
     metaworld: str | None = None
     reports_success: bool = False
+    description: str = ""
     source: str = ""
+    path: str = ""
 
     def train_sampler(self, seed: int) -> TaskSampler | None:
         """Meta-training tasks: ``None`` means the task env's own distribution."""
@@ -86,83 +95,130 @@ class BenchmarkSpec:
         return kwargs
 
 
-def _metaworld_spec(name: str, benchmark: str, **env_kwargs: str) -> BenchmarkSpec:
-    """A Meta-World benchmark under Meta-World's protocol: trials of 10 episodes, meta-test with
-    10 adaptation then 3 evaluation episodes on the test split, horizon 500."""
+ENV_SCHEMA = {
+    "description": str, "source": str, "env_id": str, "horizon": int,
+    "episodes_per_trial": int, "reports_success": bool,
+    "tasks": dict, "split": dict, "evaluation": dict,
+}  # fmt: skip
+SPLIT_SCHEMA = {"kind": str, "benchmark": str, "test_tasks": int}
+EVALUATION_SCHEMA = {"exploration_episodes": int, "test_episodes": int}
+SPLIT_KINDS = ("seed", "metaworld")
+
+
+def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
+    """The :class:`BenchmarkSpec` of one ``envs/*.toml`` file (see ``envs/HalfCheetahVel.toml``)."""
+    top = check_table(
+        spec, spec.data, ENV_SCHEMA,
+        required=("description", "source", "env_id", "episodes_per_trial", "split", "evaluation"),
+    )  # fmt: skip
+    tasks = top.get("tasks", {})
+    split = check_table(spec, top["split"], SPLIT_SCHEMA, where="split", required=("kind",))
+    evaluation = check_table(
+        spec, top["evaluation"], EVALUATION_SCHEMA, where="evaluation",
+        required=("exploration_episodes", "test_episodes"),
+    )  # fmt: skip
+    if split["kind"] not in SPLIT_KINDS:
+        raise spec.error(
+            f"split kind {split['kind']!r} is unknown: use one of {', '.join(SPLIT_KINDS)}",
+            "kind", "split",
+        )  # fmt: skip
+    metaworld = split.get("benchmark")
+    if (split["kind"] == "metaworld") != (metaworld is not None):
+        raise spec.error(
+            '[split] needs benchmark = "ML1" | "ML10" | "ML45" exactly when kind = "metaworld"',
+            "benchmark",
+            "split",
+        )
+    counts = {
+        "episodes_per_trial": top["episodes_per_trial"],
+        "test_tasks": split.get("test_tasks", 10),
+        **evaluation,
+    }
+    if "horizon" in top:
+        counts["horizon"] = top["horizon"]
+    for key, value in counts.items():
+        if value < 1:
+            raise spec.error(f"{key} must be at least 1, got {value}", key)
+    env_kwargs = dict(tasks)
+    if "horizon" in top:
+        env_kwargs["horizon"] = top["horizon"]
+    test_env_kwargs = None
+    if metaworld is not None:
+        test_env_kwargs = {**env_kwargs, "split": "test"}
+        env_kwargs["split"] = "train"
     return BenchmarkSpec(
-        name,
-        f"metabench/{benchmark}-v0",
-        env_kwargs={**env_kwargs, "split": "train"},
-        test_env_kwargs={**env_kwargs, "split": "test"},
-        episodes_per_trial=10,
-        n_exploration_eps=10,
-        n_test_episodes=3,
-        n_test_tasks=10,
-        metaworld=benchmark,
-        reports_success=True,
-        source="Meta-World protocol: 10 adaptation + 3 evaluation episodes, horizon 500",
+        spec.name,
+        top["env_id"],
+        env_kwargs=env_kwargs,
+        test_env_kwargs=test_env_kwargs,
+        episodes_per_trial=top["episodes_per_trial"],
+        n_exploration_eps=evaluation["exploration_episodes"],
+        n_test_episodes=evaluation["test_episodes"],
+        n_test_tasks=counts["test_tasks"],
+        metaworld=metaworld,
+        reports_success=top.get("reports_success", False),
+        description=top["description"],
+        source=top["source"],
+        path=spec.path,
     )
 
 
-BENCHMARKS: dict[str, BenchmarkSpec] = {
-    spec.name: spec
-    for spec in [
-        BenchmarkSpec(
-            "HalfCheetahVel",
-            "metabench/HalfCheetahVel-v0",
-            env_kwargs={"horizon": 100},
-            episodes_per_trial=4,
-            n_exploration_eps=3,
-            n_test_episodes=1,
-            n_test_tasks=10,
-            source="garage RL2-PPO HalfCheetahVel example: horizon 100, 4 episodes per trial; "
-            "meta-test uses the same 4-episode trial (3 exploration + 1 test)",
-        ),
-        BenchmarkSpec(
-            "HalfCheetahDir",
-            "metabench/HalfCheetahDir-v0",
-            env_kwargs={"horizon": 100},
-            episodes_per_trial=4,
-            n_exploration_eps=3,
-            n_test_episodes=1,
-            n_test_tasks=10,
-            source="MAML paper / learn2learn: horizon 100",
-        ),
-        _metaworld_spec("ML10", "ML10"),
-        _metaworld_spec("ML45", "ML45"),
-        _metaworld_spec("ML1-reach", "ML1", env_name="reach-v3"),
-        BenchmarkSpec(
-            "Bandit",
-            "metabench/Bandit-v0",
-            env_kwargs={"n_arms": 3},
-            episodes_per_trial=3,
-            n_exploration_eps=1,
-            n_test_episodes=2,
-            n_test_tasks=30,
-            reports_success=True,
-            source="metabench toy after Duan et al. 2016 (RL2 bandits): 3 deterministic arms, "
-            "one pull per episode, 3 episodes per trial",
-        ),
-        BenchmarkSpec(
-            "PointGoal",
-            "metabench/PointGoal-v0",
-            env_kwargs={"horizon": 20},
-            episodes_per_trial=2,
-            n_exploration_eps=1,
-            n_test_episodes=1,
-            n_test_tasks=20,
-            reports_success=True,
-            source="MAML paper 2-D navigation (goals in [-0.5, 0.5]^2), shortened horizon",
-        ),
-    ]
-}
+@functools.cache
+def load_benchmarks() -> dict[str, BenchmarkSpec]:
+    """Every benchmark of ``envs/*.toml`` (and ``$METABENCH_SPECS``), by name."""
+    return {name: benchmark_from_spec(spec) for name, spec in read_specs("envs").items()}
 
 
 def get_benchmark(name: str) -> BenchmarkSpec:
-    """The benchmark called ``name``, or a ``KeyError`` listing the valid names."""
+    """The benchmark called ``name``, its task env kwargs checked, or a ``KeyError`` listing the
+    valid names."""
+    benchmarks = load_benchmarks()
     try:
-        return BENCHMARKS[name]
+        spec = benchmarks[name]
     except KeyError:
         raise KeyError(
-            f"unknown benchmark {name!r}; choose one of: {', '.join(sorted(BENCHMARKS))}"
+            f"unknown benchmark {name!r}; choose one of: {', '.join(sorted(benchmarks))}"
         ) from None
+    _check_env(name)
+    return spec
+
+
+@functools.cache
+def _check_env(name: str) -> None:
+    """Fail on an unknown ``env_id`` or a ``[tasks]`` key the task env does not take (imports
+    only this benchmark's env, so loading every spec stays cheap)."""
+    import gymnasium as gym
+
+    import metabench.registration  # noqa: F401  (registers the ids)
+
+    spec = load_benchmarks()[name]
+    try:
+        entry_point = gym.spec(spec.env_id).entry_point
+    except gym.error.Error:
+        raise SpecError(f"{spec.path}: env_id {spec.env_id!r} is not a registered env") from None
+    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    accepted = accepted_kwargs(creator)
+    for key in sorted(spec.env_kwargs):
+        if accepted is not None and key not in accepted:
+            text = Path(spec.path).read_text() if Path(spec.path).is_file() else ""
+            line = find_line(text, key, "tasks") or find_line(text, key)
+            raise SpecError(
+                f"{spec.path}{f':{line}' if line else ''}: {spec.env_id} takes no argument "
+                f"{key!r}; [tasks] keys it takes: {', '.join(sorted(accepted))}"
+            )
+
+
+def accepted_kwargs(creator: Any) -> set[str] | None:
+    """The keyword arguments a class (following ``**kwargs`` up its bases) or function takes;
+    ``None`` when some ``**kwargs`` leads nowhere that can be inspected."""
+    classes = creator.__mro__ if isinstance(creator, type) else (creator,)
+    names: set[str] = set()
+    for owner in classes:
+        function = owner.__dict__.get("__init__") if isinstance(creator, type) else owner
+        if function is None:
+            continue
+        parameters = inspect.signature(function).parameters.values()
+        names |= {p.name for p in parameters if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            return names - {"self"}
+    return None

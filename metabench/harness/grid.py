@@ -9,6 +9,7 @@ same grid again finishes what is left.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,27 +27,6 @@ from metabench.algos.registry import get_algorithm
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunError
-
-PROFILES: dict[str, dict[str, dict[str, Any]]] = {
-    # minutes on a laptop: enough to see every piece run, far from the published budgets
-    "quick": {
-        "rl2-ppo": {"steps": 1_000_000},
-        "maml-trpo": {"steps": 400_000, "set": {"meta_batch_size": 10, "episodes_per_task": 5}},
-        "cem": {"steps": 1},  # no meta-training: the search happens at meta-test
-        "cmaes": {"steps": 1},
-        "nop": {"steps": 1},
-    },
-    # the published settings (../shared/REFERENCE.md): days of CPU time per cell
-    "paper": {
-        "rl2-ppo": {"steps": 20_000_000},
-        "maml-trpo": {"steps": 500 * 2 * 40 * 20 * 100},  # garage: 500 iterations
-        "cem": {"steps": 1},
-        "cmaes": {"steps": 1},
-        "nop": {"steps": 1},
-    },
-}
-"""Per-algorithm budget (environment steps) and hyperparameter overrides of each profile.
-Algorithms a profile does not name run with their defaults and the profile's smallest budget."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +53,7 @@ class Cell:
             "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
         ]  # fmt: skip
         for key, value in self.overrides:
-            command += ["--set", f"{key}={value}"]
+            command += ["--set", f"{key}={json.dumps(value)}"]
         return command
 
 
@@ -84,23 +64,24 @@ def plan(
     profile: str,
     results: Path,
 ) -> list[Cell]:
-    """The cells of a grid; unknown names raise ``KeyError`` listing the valid ones."""
-    if profile not in PROFILES:
-        raise KeyError(f"unknown profile {profile!r}; choose one of: {', '.join(PROFILES)}")
-    for name in benchmarks:
-        get_benchmark(name)
-    for name in algorithms:
-        get_algorithm(name)
-    settings = PROFILES[profile]
-    smallest = min(entry["steps"] for entry in settings.values() if entry["steps"] > 1)
+    """The cells of a grid, each budget and override from the algorithm's ``[profiles.<profile>]``.
+
+    Every cell's hyperparameters are resolved here, so an unknown name (``KeyError`` listing the
+    valid ones) or a bad setting (``ValueError``) stops the grid before anything runs.
+    """
+    specs = [get_benchmark(name) for name in benchmarks]
+    entries = [get_algorithm(name) for name in algorithms]
     cells = []
-    for benchmark in benchmarks:
-        for algorithm in algorithms:
-            entry = settings.get(algorithm, {"steps": smallest})
-            overrides = tuple(sorted(entry.get("set", {}).items()))
+    for spec in specs:
+        for entry in entries:
+            settings = entry.profile(profile, spec.name)
+            entry.hyperparameters(spec, settings.overrides)
+            overrides = tuple(sorted(settings.overrides.items()))
             for seed in seeds:
-                out = results / benchmark / f"{algorithm}-seed{seed}"
-                cells.append(Cell(benchmark, algorithm, seed, entry["steps"], overrides, out))
+                out = results / spec.name / f"{entry.name}-seed{seed}"
+                cells.append(
+                    Cell(spec.name, entry.name, seed, settings.steps, overrides, out, entry.cpus)
+                )
     return cells
 
 

@@ -145,6 +145,7 @@ def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
         "env_kwargs": spec.train_env_kwargs(settings.seed),
         "algorithm": entry.name,
         "hyperparameters": hyperparameters,
+        "hyperparameter_sources": entry.sources(spec.name),
         "seed": settings.seed,
         "env_steps_budget": settings.env_steps,
         "protocol": {

@@ -6,7 +6,7 @@ import pytest
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.nop import NOP
-from metabench.algos.registry import RL2_PRESETS
+from metabench.algos.registry import get_algorithm
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
@@ -112,7 +112,7 @@ def test_rl2_learns_to_search_the_bandit_and_remember_the_arm():
     spec = get_benchmark("Bandit")
     algo = RL2PPO(
         spec.env_id,
-        config=RL2PPOConfig(episodes_per_trial=3, **RL2_PRESETS["Bandit"]),
+        config=RL2PPOConfig(**get_algorithm("rl2-ppo").hyperparameters(spec, {})),
         seed=0,
         env_kwargs=spec.train_env_kwargs(0),
     )

@@ -1,0 +1,263 @@
+"""Benchmark and algorithm specs as TOML (``envs/``, ``baselines/``): the shipped files, specs of
+your own through ``METABENCH_SPECS``, errors naming file and line, and the specs in a wheel."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from metabench.algos.registry import clear_spec_caches, get_algorithm, load_algorithms
+from metabench.cli import main
+from metabench.harness.benchmarks import get_benchmark, load_benchmarks
+from metabench.harness.grid import plan
+from metabench.harness.specfiles import SpecError, find_line
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def user_specs(tmp_path, monkeypatch):
+    """A folder of extra specs, read instead of the cached ones; returns a file writer."""
+    monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
+    clear_spec_caches()
+
+    def write(relative: str, text: str) -> Path:
+        path = tmp_path / "specs" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    yield write
+    monkeypatch.delenv("METABENCH_SPECS")
+    clear_spec_caches()
+
+
+BANDIT5 = """\
+    description = "five arms"
+    source = "a test"
+    env_id = "metabench/Bandit-v0"
+    episodes_per_trial = 5
+
+    [tasks]
+    n_arms = 5
+
+    [split]
+    kind = "seed"
+    test_tasks = 4
+
+    [evaluation]
+    exploration_episodes = 2
+    test_episodes = 3
+"""
+
+
+def test_every_shipped_file_is_one_benchmark_or_algorithm():
+    assert set(load_benchmarks()) == {p.stem for p in (REPO / "envs").glob("*.toml")}
+    assert set(load_algorithms()) == {p.stem for p in (REPO / "baselines").glob("*.toml")}
+    assert {"HalfCheetahVel", "HalfCheetahDir", "ML10", "ML45", "ML1-reach"} <= set(
+        load_benchmarks()
+    )
+    assert {"nop", "cem", "cmaes", "rl2-ppo", "maml-trpo"} <= set(load_algorithms())
+
+
+def test_the_shipped_specs_say_what_the_published_settings_are():
+    vel = get_benchmark("HalfCheetahVel")
+    assert vel.env_kwargs == {"velocity_range": [0.0, 2.0], "horizon": 100}
+    assert (vel.episodes_per_trial, vel.n_exploration_eps, vel.n_test_episodes) == (4, 3, 1)
+    push = get_benchmark("ML1-push")
+    assert push.metaworld == "ML1" and push.env_kwargs["split"] == "train"
+    assert push.test_env_kwargs == {"env_name": "push-v3", "horizon": 500, "split": "test"}
+    rl2 = get_algorithm("rl2-ppo")
+    assert rl2.hyperparameters(vel, {})["ent_coef"] == 0.02  # garage's HalfCheetahVel example
+    # a glob table ("ML1-*") applies to every ML1 benchmark, with its source recorded
+    assert rl2.hyperparameters(push, {})["hidden_size"] == 256
+    assert any("Meta-World paper" in source for source in rl2.sources("ML1-push"))
+    maml = get_algorithm("maml-trpo")
+    assert maml.profile("paper", "HalfCheetahVel").steps == 500 * 2 * 40 * 20 * 100
+    # later matching tables win: ML* sets 2e7, then ML1-* sets 2e6
+    assert maml.profile("paper", "ML10").steps == 20_000_000
+    assert maml.profile("paper", "ML1-push").steps == 2_000_000
+    assert maml.profile("quick", "HalfCheetahVel").overrides == {
+        "meta_batch_size": 10,
+        "episodes_per_task": 5,
+    }
+
+
+@pytest.mark.parametrize("algorithm", sorted(load_algorithms()))
+def test_every_algorithm_resolves_on_every_benchmark_and_profile(algorithm):
+    entry = get_algorithm(algorithm)
+    for name in load_benchmarks():
+        spec = get_benchmark(name)
+        for profile in ("quick", "paper"):
+            settings = entry.profile(profile, name)
+            values = entry.hyperparameters(spec, settings.overrides)
+            assert settings.steps >= 1 and settings.sources
+            assert all(values[key] == value for key, value in settings.overrides.items())
+
+
+def test_a_benchmark_and_an_algorithm_of_your_own_run_through_the_cli(user_specs, tmp_path):
+    user_specs("envs/Bandit5.toml", BANDIT5)
+    user_specs(
+        "baselines/random.toml",
+        """\
+        description = "random actions"
+        entry_point = "metabench.algos.registry:NOP"
+        source = "a test"
+        [benchmarks."Bandit*"]
+        source = "random on bandits"
+        action = "random"
+        [profiles.quick]
+        source = "no training"
+        steps = 1
+        """,
+    )
+    out = tmp_path / "run"
+    args = ["train", "--benchmark", "Bandit5", "--algo", "random", "--steps", "1", "--out"]
+    assert main([*args, str(out)]) == 0
+    result = json.loads((out / "result.json").read_text())
+    config = result["config"]
+    assert config["env_kwargs"] == {"n_arms": 5}
+    assert config["hyperparameters"] == {"action": "random"}
+    assert config["hyperparameter_sources"] == ["a test", "random on bandits"]
+    assert len(config["test_tasks"]) == 4
+    assert [len(task["episode_returns"]) for task in result["metatest"]["tasks"]] == [5] * 4
+    assert plan(["Bandit5"], ["random"], [0], "quick", tmp_path)[0].steps == 1
+
+
+def test_two_files_with_one_name_are_an_error(user_specs):
+    path = user_specs("envs/Bandit.toml", BANDIT5)
+    with pytest.raises(SpecError, match=f"{path}: envs spec 'Bandit' is also defined in .*envs"):
+        load_benchmarks()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("episodes_per_trial = 5", "episodes_per_trail = 5"), r":4: unknown key 'episodes_per_tr"),
+        (("kind = \"seed\"", "kind = \"random\""), r":10: split kind 'random' is unknown"),
+        (("test_tasks = 4", "test_tasks = \"four\""), r":11: test_tasks must be an integer"),
+        (("test_tasks = 4", "test_tasks = 0"), r":11: test_tasks must be at least 1"),
+        (("[evaluation]\n", "[evaluation]\nrepeat = 2\n"), r":14: unknown key 'repeat' in \[e"),
+        (("n_arms = 5", "n_arms = = 5"), r"Bandit5.toml: malformed TOML: .*\(at line 7, column"),
+        (("kind = \"seed\"", "kind = \"metaworld\""), r"needs benchmark = .* exactly when"),
+    ],
+)  # fmt: skip
+def test_a_bad_benchmark_file_names_file_line_and_fix(user_specs, change, message):
+    user_specs("envs/Bandit5.toml", BANDIT5.replace(*change))
+    with pytest.raises(SpecError, match=message):
+        load_benchmarks()
+
+
+def test_a_task_argument_the_env_does_not_take_is_an_error_naming_the_valid_ones(user_specs):
+    user_specs("envs/Bandit5.toml", BANDIT5.replace("n_arms = 5", "n_armz = 5"))
+    with pytest.raises(SpecError, match=r"Bandit5.toml:7: .* takes no argument 'n_armz'.*n_arms"):
+        get_benchmark("Bandit5")
+    user_specs("envs/Bandit5.toml", BANDIT5.replace("Bandit-v0", "Bandot-v0"))
+    clear_spec_caches()
+    with pytest.raises(SpecError, match="env_id 'metabench/Bandot-v0' is not a registered env"):
+        get_benchmark("Bandit5")
+
+
+NOP_SPEC = """\
+    description = "zero actions"
+    entry_point = "metabench.algos.registry:NOP"
+    source = "a test"
+    [benchmarks.Bandit]
+    source = "here"
+    action = "zero"
+    [profiles.quick]
+    source = "none"
+    steps = 1
+"""
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("source = \"a test\"", "sauce = \"a test\""), r"zero.toml:3: unknown key 'sauce'"),
+        (("[benchmarks.Bandit]", "[benchmarks.Bdt]"), r"zero.toml:4: \[benchmarks.Bdt\] match"),
+        (("steps = 1", "steps = 0"), r"zero.toml:9: steps must be at least 1"),
+        (("steps = 1", "stepz = 1"), r"zero.toml:9: unknown key 'stepz' in \[profiles.quick\]"),
+        (("source = \"here\"\n", ""), r"\[benchmarks.Bandit\] needs source"),
+        (("NOP\"", "NOPE\""), r"entry_point 'metabench.algos.registry:NOPE' cannot be loaded"),
+    ],
+)  # fmt: skip
+def test_a_bad_baseline_file_names_file_line_and_fix(user_specs, change, message):
+    user_specs("baselines/zero.toml", NOP_SPEC.replace(*change))
+    with pytest.raises(SpecError, match=message):
+        get_algorithm("zero").implementation  # noqa: B018 - loading is what fails
+
+
+def test_an_unknown_hyperparameter_in_a_baseline_file_stops_the_grid_before_it_runs(
+    user_specs, tmp_path
+):
+    user_specs("baselines/zero.toml", NOP_SPEC.replace("action = ", "actoin = "))
+    with pytest.raises(ValueError, match=r"zero.toml \[benchmarks.Bandit\]: unknown hyperparameter\(s\) actoin of zero"):
+        plan(["Bandit"], ["zero"], [0], "quick", tmp_path / "grid")
+    assert not (tmp_path / "grid").exists()
+
+
+def test_the_cli_reports_a_malformed_spec_in_one_line(user_specs, capsys):
+    path = user_specs("envs/Broken.toml", 'description = "x\n')
+    assert main(["bench", "--help"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"metabench: error: {path}: malformed TOML") and "line 1" in err
+    assert "\n" not in err
+
+
+def test_find_line_points_at_the_key_inside_its_table():
+    text = 'a = 1\n[t]\na = 2\n[u."x-*"]\nb = 3\n'
+    assert (find_line(text, "a"), find_line(text, "a", "t"), find_line(text, "x-*", "u")) == (
+        1,
+        3,
+        4,
+    )
+    assert find_line(text, "b", "u.x-*") == 5 and find_line(text, "zzz") is None
+
+
+@pytest.mark.slow
+def test_a_built_wheel_carries_the_specs(tmp_path):
+    """Build a wheel from a copy of the tree, install it into a folder, and import it with the
+    site machinery off, so that neither the clone nor the editable install can be what loads."""
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("metabench", "envs", "baselines"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist")]
+    subprocess.run([*build, str(source)], check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("metabench-*.whl")
+    target = tmp_path / "site"
+    install = [*pip, "install", "--no-deps", "--target", str(target), str(wheel)]
+    subprocess.run(install, check=True, capture_output=True)
+    probe = (
+        "import metabench, json\n"
+        "from metabench.harness.specfiles import spec_dirs\n"
+        "from metabench.algos.registry import load_algorithms\n"
+        "from metabench.harness.benchmarks import get_benchmark\n"
+        "print(json.dumps([metabench.__file__, str(spec_dirs('envs')[0]), "
+        "sorted(load_algorithms()), get_benchmark('HalfCheetahVel').env_kwargs]))\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(target), sysconfig.get_paths()["purelib"]]),
+    }
+    env.pop("METABENCH_SPECS", None)
+    shown = subprocess.run(
+        [sys.executable, "-S", "-c", probe], env=env, cwd=tmp_path, capture_output=True, text=True
+    )
+    assert shown.returncode == 0, shown.stderr
+    package, envs, algorithms, vel = json.loads(shown.stdout)
+    assert package.startswith(str(target)) and envs == str(target / "metabench/specs/envs")
+    assert algorithms == sorted(p.stem for p in (REPO / "baselines").glob("*.toml"))
+    assert vel == {"velocity_range": [0.0, 2.0], "horizon": 100}
