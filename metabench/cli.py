@@ -230,10 +230,11 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "bench":
         from metabench.harness.grid import plan, run_grid
         from metabench.harness.report import grid_table, make_console
-        from metabench.harness.run import RunError
+        from metabench.harness.run import RunError, make_writable_folder
 
         console = make_console()
         cells = plan(args.envs, args.baselines, args.seeds, args.profile, args.results)
+        make_writable_folder(args.results, "--results")
         outcome = run_grid(cells, args.workers, console)
         write_tables(args.results, None)
         console.print(grid_table(args.results, title=f"metabench bench --profile {args.profile}"))

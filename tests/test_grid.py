@@ -51,3 +51,31 @@ def test_bench_command_writes_tables_and_exits_non_zero_on_failures(tmp_path, ca
     assert "| Bandit | nop | 1 |" in (tmp_path / "README.md").read_text()
     assert main([*args[:4], "maml-trpo", *args[5:]]) == 1
     assert "some cells failed" in capsys.readouterr().err
+
+
+def test_a_corrupt_result_is_reported_set_aside_and_the_cell_re_run(tmp_path, capsys):
+    cells = plan(["Bandit"], ["nop"], [0, 1], "quick", tmp_path)
+    run_grid(cells, workers=2, console=make_console())
+    damaged, intact = cells
+    good = json.loads((damaged.out / "result.json").read_text())
+    (damaged.out / "result.json").write_text('{"config": {"benchmark": "Ban')  # truncated
+    intact_mtime = (intact.out / "result.json").stat().st_mtime_ns
+    outcome = run_grid(cells, workers=1, console=make_console())
+    assert outcome == {damaged: None, intact: None}
+    assert "Bandit nop seed 0: corrupt result.json set aside" in capsys.readouterr().out
+    redone = json.loads((damaged.out / "result.json").read_text())
+    assert redone["metatest"] == good["metatest"]  # the same run, finished again
+    assert (damaged.out / "result.json.corrupt").read_text().startswith('{"config"')
+    assert (intact.out / "result.json").stat().st_mtime_ns == intact_mtime
+
+
+def test_bench_into_an_unwritable_results_folder_is_a_one_line_error(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    args = ["bench", "--envs", "Bandit", "--baselines", "nop", "--results", str(blocker / "x")]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert (
+        err.startswith(f"metabench: error: cannot write to {blocker / 'x'}") and "--results" in err
+    )
+    assert err.count("\n") == 1

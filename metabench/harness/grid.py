@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from metabench.algos.registry import get_algorithm
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.run import RunError
+from metabench.harness.run import RunDirectory, RunError
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,13 @@ def run_grid(cells: Sequence[Cell], workers: int, console: Console) -> dict[Cell
     """Run every cell that has no result yet, ``workers`` at a time, with one progress bar."""
     if workers < 1:
         raise RunError(f"--workers must be at least 1, got {workers}")
-    todo = [cell for cell in cells if not (cell.out / "result.json").exists()]
+    todo = []
+    for cell in cells:
+        had_result = (cell.out / "result.json").exists()
+        if RunDirectory(cell.out).completed_result() is None:
+            todo.append(cell)
+            if had_result:
+                console.print(f"{cell.label}: corrupt result.json set aside, re-running the cell")
     outcome: dict[Cell, str | None] = {cell: None for cell in cells if cell not in todo}
     if len(todo) < len(cells):
         console.print(f"{len(cells) - len(todo)} of {len(cells)} cells already have a result")

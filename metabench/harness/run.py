@@ -37,6 +37,20 @@ class RunError(Exception):
     """A run cannot start or continue; the message says what to change."""
 
 
+def make_writable_folder(path: Path, option: str) -> None:
+    """Create ``path`` and check a file can be written in it, or raise :class:`RunError` naming
+    the command-line ``option`` to change."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise RunError(
+            f"cannot write to {path} ({error.strerror}): choose a writable {option}"
+        ) from None
+
+
 @dataclass
 class RunSettings:
     """What ``metabench train`` was asked for."""
@@ -66,16 +80,8 @@ class RunDirectory:
 
     def create(self) -> None:
         """Make the directory, or raise :class:`RunError` if it cannot be written."""
-        try:
-            self.evaluations.mkdir(parents=True, exist_ok=True)
-            probe = self.path / ".write-probe"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as error:
-            raise RunError(
-                f"cannot write to output directory {self.path} ({error.strerror}): "
-                f"choose a writable --out"
-            ) from None
+        make_writable_folder(self.path, "--out")
+        self.evaluations.mkdir(exist_ok=True)
 
     def read_config(self) -> dict[str, Any] | None:
         if not self.config_path.exists():
@@ -86,6 +92,23 @@ class RunDirectory:
             raise RunError(
                 f"{self.config_path} is unreadable ({error}): delete {self.path} to start over"
             ) from None
+
+    def completed_result(self) -> dict[str, Any] | None:
+        """The run's result, or ``None`` when it has none yet.
+
+        A truncated or corrupt ``result.json`` is moved aside to ``result.json.corrupt`` and
+        ``None`` returned, so the run finishes again (from its last checkpoint) instead of the
+        damaged file being used.
+        """
+        from metabench.harness.tables import CorruptResultError, read_result
+
+        if not self.result_path.exists():
+            return None
+        try:
+            return read_result(self.result_path)
+        except CorruptResultError:
+            self.result_path.replace(self.result_path.with_name("result.json.corrupt"))
+            return None
 
     def claim(self, config: dict[str, Any]) -> None:
         """Write ``config``, or check it equals the one already there (a resumed run)."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -70,9 +69,13 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
     n_iterations = settings.env_steps // per_iteration if per_iteration else 0
     run.create()
     run.claim(config)
-    if run.result_path.exists():
+    had_result = run.result_path.exists()
+    finished = run.completed_result()
+    if finished is not None:
         console.print(f"{run.path} is already complete; its result is {run.result_path}")
-        return dict(json.loads(run.result_path.read_text()))
+        return finished
+    if had_result:
+        console.print(f"{run.result_path} was corrupt (moved to result.json.corrupt): re-running")
 
     start, wall_before, last_stats = 0, 0.0, {}
     state = run.load_checkpoint()
