@@ -50,5 +50,6 @@ def record_ratio(request: pytest.FixtureRequest) -> Callable[[str, float, bool],
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     path: Path | None = session.config.getoption("--save-ratios")
-    if path is not None and _SAVED:
-        atomic_write_json(path, dict(sorted(_SAVED.items())))
+    if path is not None and _SAVED:  # update the ratios measured, keep the others
+        saved = json.loads(path.read_text()) if path.exists() else {}
+        atomic_write_json(path, dict(sorted({**saved, **_SAVED}.items())))
