@@ -136,9 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a grid of benchmarks x algorithms x seeds and print the results table",
         description=(
             "Run every cell of the grid (one metabench train per benchmark, algorithm and seed) "
-            "on this machine, skip cells that already have a result, record failing cells and "
-            "go on, then write <results>/README.md and print the table. Run the same command "
-            "again to finish an interrupted grid."
+            "on this machine or a Ray cluster, skip cells that already have a result, record "
+            "failing cells and go on, then write <results>/README.md and print the table. Run "
+            "the same command again to finish an interrupted grid."
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -159,8 +159,19 @@ def build_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     bench.add_argument("--results", type=Path, default=Path("runs/grid"), help="where the runs go")
     bench.add_argument(
-        "--workers", type=positive_int, default=os.cpu_count() or 1, help="cells run at once"
-    )
+        "--executor", default="local", choices=["local", "ray"],
+        help="where cells run: local (a pool of processes on this machine) or ray (a Ray "
+        "cluster; each cell a task asking for the cores its baseline declares)",
+    )  # fmt: skip
+    bench.add_argument(
+        "--workers", type=positive_int, default=os.cpu_count() or 1,
+        help="local executor: cores' worth of cells run at once",
+    )  # fmt: skip
+    bench.add_argument(
+        "--address", default=None, metavar="HOST:PORT",
+        help="ray executor: the cluster's address, as 'ray start --head' prints it, or "
+        "ray://HOST:PORT (default: auto, the cluster running on this machine or RAY_ADDRESS)",
+    )  # fmt: skip
 
     table = commands.add_parser(
         "table",
@@ -228,6 +239,7 @@ def _run(args: argparse.Namespace) -> None:
             )
         )
     elif args.command == "bench":
+        from metabench.harness.executors import make_executor
         from metabench.harness.grid import plan, run_grid
         from metabench.harness.report import grid_table, make_console
         from metabench.harness.run import RunError, make_writable_folder
@@ -235,7 +247,13 @@ def _run(args: argparse.Namespace) -> None:
         console = make_console()
         cells = plan(args.envs, args.baselines, args.seeds, args.profile, args.results)
         make_writable_folder(args.results, "--results")
-        outcome = run_grid(cells, args.workers, console)
+        if args.address is not None and args.executor != "ray":
+            raise RunError("--address is for the ray executor: add --executor ray")
+        executor = make_executor(args.executor, workers=args.workers, address=args.address)
+        try:
+            outcome = run_grid(cells, executor, console)
+        finally:
+            executor.close()
         write_tables(args.results, None)
         console.print(grid_table(args.results, title=f"metabench bench --profile {args.profile}"))
         console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from metabench.cli import main
+from metabench.harness.executors import LocalExecutor
 from metabench.harness.grid import plan, run_grid
 from metabench.harness.report import make_console
 
@@ -30,14 +31,14 @@ def test_plan_is_the_product_of_benchmarks_algorithms_and_seeds(tmp_path):
 def test_failing_cell_is_recorded_others_finish_and_reruns_skip(tmp_path):
     # MAML-TRPO cannot run on the bandit's discrete actions: that cell fails, NOP's succeeds
     cells = plan(["Bandit"], ["nop", "maml-trpo"], [0], "quick", tmp_path)
-    outcome = run_grid(cells, workers=2, console=make_console())
+    outcome = run_grid(cells, LocalExecutor(2), make_console())
     nop, maml = cells
     assert outcome[nop] is None and (nop.out / "result.json").exists()
     assert "continuous (Box) actions" in outcome[maml]
     error = json.loads((maml.out / "error.json").read_text())
     assert error["exit_code"] == 1 and "maml-trpo" in error["command"]
     finished_at = (nop.out / "result.json").stat().st_mtime_ns
-    again = run_grid(cells, workers=1, console=make_console())
+    again = run_grid(cells, LocalExecutor(1), make_console())
     assert (nop.out / "result.json").stat().st_mtime_ns == finished_at  # skipped, not re-run
     assert again[maml] is not None
 
@@ -55,12 +56,12 @@ def test_bench_command_writes_tables_and_exits_non_zero_on_failures(tmp_path, ca
 
 def test_a_corrupt_result_is_reported_set_aside_and_the_cell_re_run(tmp_path, capsys):
     cells = plan(["Bandit"], ["nop"], [0, 1], "quick", tmp_path)
-    run_grid(cells, workers=2, console=make_console())
+    run_grid(cells, LocalExecutor(2), make_console())
     damaged, intact = cells
     good = json.loads((damaged.out / "result.json").read_text())
     (damaged.out / "result.json").write_text('{"config": {"benchmark": "Ban')  # truncated
     intact_mtime = (intact.out / "result.json").stat().st_mtime_ns
-    outcome = run_grid(cells, workers=1, console=make_console())
+    outcome = run_grid(cells, LocalExecutor(1), make_console())
     assert outcome == {damaged: None, intact: None}
     assert "Bandit nop seed 0: corrupt result.json set aside" in capsys.readouterr().out
     redone = json.loads((damaged.out / "result.json").read_text())

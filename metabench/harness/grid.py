@@ -1,4 +1,4 @@
-"""``metabench bench``: a grid of runs (benchmarks x algorithms x seeds) on this machine.
+"""``metabench bench``: a grid of runs (benchmarks x algorithms x seeds), here or on Ray.
 
 Each cell is one ``metabench train`` command run as a subprocess, so a crashing cell (even one
 that kills its interpreter) cannot take the grid down: its exit code and the end of its log go to
@@ -15,10 +15,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -26,7 +25,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from metabench.algos.registry import get_algorithm
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.run import RunDirectory, RunError
+from metabench.harness.run import RunDirectory
+
+if TYPE_CHECKING:
+    from metabench.harness.executors import Executor
 
 
 @dataclass(frozen=True)
@@ -105,10 +107,8 @@ def run_cell(cell: Cell) -> str | None:
     return message
 
 
-def run_grid(cells: Sequence[Cell], workers: int, console: Console) -> dict[Cell, str | None]:
-    """Run every cell that has no result yet, ``workers`` at a time, with one progress bar."""
-    if workers < 1:
-        raise RunError(f"--workers must be at least 1, got {workers}")
+def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dict[Cell, str | None]:
+    """Run every cell that has no (intact) result yet on ``executor``, with one progress bar."""
     todo = []
     for cell in cells:
         had_result = (cell.out / "result.json").exists()
@@ -123,13 +123,11 @@ def run_grid(cells: Sequence[Cell], workers: int, console: Console) -> dict[Cell
     with Progress(
         TextColumn("grid"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         TextColumn("{task.fields[last]}"), console=console,
-    ) as progress, ThreadPoolExecutor(max_workers=workers) as pool:  # fmt: skip
+    ) as progress:  # fmt: skip
         bar = progress.add_task("grid", total=len(todo), last="")
-        futures = {pool.submit(run_cell, cell): cell for cell in todo}
-        for future in as_completed(futures):
-            cell = futures[future]
-            outcome[cell] = future.result()
-            status = "done" if outcome[cell] is None else "FAILED"
+        for cell, error in executor.run(todo):
+            outcome[cell] = error
+            status = "done" if error is None else "FAILED"
             progress.update(bar, advance=1, last=f"{cell.label}: {status}")
     failed = [cell for cell in todo if outcome[cell] is not None]
     console.print(
