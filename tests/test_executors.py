@@ -13,6 +13,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import closing
 from dataclasses import replace
 
 import pytest
@@ -64,7 +65,7 @@ def test_local_never_runs_more_cpus_than_workers(tmp_path, monkeypatch):
     base = plan(["Bandit"], ["nop"], [0], "quick", tmp_path)[0]
     cpus = [1, 2, 3, 1, 5, 2, 1, 1, 3, 2]  # 5 > workers: it runs anyway, alone
     cells = [replace(base, seed=seed, cpus=n) for seed, n in enumerate(cpus)]
-    with LocalExecutor(workers=3) as executor:
+    with closing(LocalExecutor(workers=3)) as executor:
         outcome = {cell.seed: message for cell, message in executor.run(cells)}
     assert outcome == {seed: None if seed % 2 else f"seed {seed} failed" for seed in range(10)}
     assert peak == 3 and large_alone == [True]

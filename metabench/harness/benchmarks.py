@@ -111,7 +111,6 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         spec, spec.data, ENV_SCHEMA,
         required=("description", "source", "env_id", "episodes_per_trial", "split", "evaluation"),
     )  # fmt: skip
-    tasks = top.get("tasks", {})
     split = check_table(spec, top["split"], SPLIT_SCHEMA, where="split", required=("kind",))
     evaluation = check_table(
         spec, top["evaluation"], EVALUATION_SCHEMA, where="evaluation",
@@ -129,17 +128,15 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
             "benchmark",
             "split",
         )
-    counts = {
-        "episodes_per_trial": top["episodes_per_trial"],
+    counts: dict[str, int] = {
+        **{key: top[key] for key in ("episodes_per_trial", "horizon") if key in top},
         "test_tasks": split.get("test_tasks", 10),
         **evaluation,
     }
-    if "horizon" in top:
-        counts["horizon"] = top["horizon"]
     for key, value in counts.items():
         if value < 1:
             raise spec.error(f"{key} must be at least 1, got {value}", key)
-    env_kwargs = dict(tasks)
+    env_kwargs = dict(top.get("tasks", {}))  # the task distribution, as the env's kwargs
     if "horizon" in top:
         env_kwargs["horizon"] = top["horizon"]
     test_env_kwargs = None

@@ -18,7 +18,6 @@ import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol
 
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
@@ -97,17 +96,6 @@ class LocalExecutor:
     def close(self) -> None:
         """Nothing to release: each run's threads end with it."""
 
-    def __enter__(self) -> LocalExecutor:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 class RayExecutor:
     """Runs each cell as a Ray task on the cluster at ``address`` and brings its results back.
@@ -181,17 +169,6 @@ class RayExecutor:
     def close(self) -> None:
         """Disconnect from the cluster (which keeps running)."""
         self._ray.shutdown()
-
-    def __enter__(self) -> RayExecutor:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
 
 def run_on_node(cell: Cell) -> tuple[str | None, dict[str, bytes]]:
