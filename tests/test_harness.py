@@ -43,6 +43,18 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
     assert no_temporary_files(tmp_path)
 
 
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_atomic_files_get_the_permissions_a_plain_write_would(tmp_path, umask):
+    previous = os.umask(umask)
+    try:
+        atomic_write_bytes(tmp_path / "atomic", b"x")
+        (tmp_path / "plain").write_bytes(b"x")
+    finally:
+        os.umask(previous)
+    mode = (tmp_path / "atomic").stat().st_mode & 0o777
+    assert mode == (tmp_path / "plain").stat().st_mode & 0o777 == 0o666 & ~umask
+
+
 def test_nop_result_records_provenance_and_floor(tmp_path):
     result = train(settings(tmp_path / "nop", algorithm="nop"))
     on_disk = json.loads((tmp_path / "nop" / "result.json").read_text())
