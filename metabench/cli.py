@@ -173,6 +173,13 @@ def build_parser() -> argparse.ArgumentParser:
         "ray://HOST:PORT (default: auto, the cluster running on this machine or RAY_ADDRESS)",
     )  # fmt: skip
 
+    commands.add_parser(
+        "list",
+        help="list the benchmarks and algorithms (from envs/ and baselines/)",
+        description="List every benchmark of envs/*.toml and every algorithm of "
+        "baselines/*.toml (and of $METABENCH_SPECS), with what each is.",
+    )
+
     table = commands.add_parser(
         "table",
         help="write the results tables (Markdown, CSV) and plots from the result files",
@@ -259,6 +266,12 @@ def _run(args: argparse.Namespace) -> None:
         console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")
         if any(error is not None for error in outcome.values()):
             raise RunError("some cells failed: see the list above")
+    elif args.command == "list":
+        from metabench.harness.report import make_console, specs_tables
+
+        console = make_console()
+        for table in specs_tables():
+            console.print(table)
     elif args.command == "table":
         if not args.results.is_dir():
             raise ValueError(f"--results {args.results} is not a folder")

@@ -262,3 +262,18 @@ def test_a_built_wheel_carries_the_specs(tmp_path):
     assert package.startswith(str(target)) and envs == str(target / "metabench/specs/envs")
     assert algorithms == sorted(p.stem for p in (REPO / "baselines").glob("*.toml"))
     assert vel == {"velocity_range": [0.0, 2.0], "horizon": 100}
+
+
+def test_list_shows_every_benchmark_and_algorithm_with_its_description(user_specs, capsys):
+    user_specs("envs/Bandit5.toml", BANDIT5)
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name, spec in load_benchmarks().items():
+        assert name in out and spec.env_id in out
+    (row,) = [line for line in out.splitlines() if "Bandit5" in line]
+    assert [cell.strip() for cell in row.split("│")[1:-1]] == [
+        "Bandit5", "metabench/Bandit-v0", "5", "2 explore + 3 test", "4", "five arms",
+    ]  # fmt: skip
+    for name in load_algorithms():
+        assert f"│ {name} " in out
+    assert "quick 400,000, paper 80,000,000" in out  # maml-trpo's profiles

@@ -70,3 +70,30 @@ def grid_table(root: Path, title: str) -> Table:
         )
     table.caption = "post-adaptation meta-test return and success rate, mean over seeds"
     return table
+
+
+def specs_tables() -> tuple[Table, Table]:
+    """What ``envs/`` and ``baselines/`` hold: one row per benchmark, one per algorithm."""
+    from metabench.algos.registry import load_algorithms
+    from metabench.harness.benchmarks import load_benchmarks
+
+    benchmarks = Table(title="benchmarks (envs/*.toml): --benchmark / --envs")
+    for column in ("name", "env id", "eps/trial", "meta-test episodes", "test tasks"):
+        benchmarks.add_column(column, no_wrap=True)
+    benchmarks.add_column("about")
+    for name, spec in sorted(load_benchmarks().items()):
+        protocol = f"{spec.n_exploration_eps} explore + {spec.n_test_episodes} test"
+        benchmarks.add_row(
+            name, spec.env_id, str(spec.episodes_per_trial), protocol, str(spec.n_test_tasks),
+            spec.description,
+        )  # fmt: skip
+    algorithms = Table(title="algorithms (baselines/*.toml): --algo / --baselines")
+    for column in ("name", "cpus", "budget per profile (env steps; may vary per benchmark)"):
+        algorithms.add_column(column, no_wrap=True)
+    algorithms.add_column("about")
+    for name, entry in sorted(load_algorithms().items()):
+        budgets = ", ".join(
+            f"{profile} {setting.steps:,}" for profile, setting, _ in entry.profiles
+        )
+        algorithms.add_row(name, str(entry.cpus), budgets, entry.description)
+    return benchmarks, algorithms
