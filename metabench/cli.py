@@ -168,9 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="local executor: cores' worth of cells run at once",
     )  # fmt: skip
     bench.add_argument(
-        "--address", default=None, metavar="HOST:PORT",
+        "--address", default="auto", metavar="HOST:PORT",
         help="ray executor: the cluster's address, as 'ray start --head' prints it, or "
-        "ray://HOST:PORT (default: auto, the cluster running on this machine or RAY_ADDRESS)",
+        "ray://HOST:PORT; auto: the cluster running on this machine, or RAY_ADDRESS",
     )  # fmt: skip
 
     commands.add_parser(
@@ -254,7 +254,7 @@ def _run(args: argparse.Namespace) -> None:
         console = make_console()
         cells = plan(args.envs, args.baselines, args.seeds, args.profile, args.results)
         make_writable_folder(args.results, "--results")
-        if args.address is not None and args.executor != "ray":
+        if args.address != "auto" and args.executor != "ray":
             raise RunError("--address is for the ray executor: add --executor ray")
         executor = make_executor(args.executor, workers=args.workers, address=args.address)
         try:
