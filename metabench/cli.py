@@ -8,7 +8,10 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from metabench.harness.stats import Summary
 
 
 def positive_int(text: str) -> int:
@@ -207,19 +210,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def write_tables(results: Path, markdown: Path | None) -> list[Path]:
-    """Regenerate the Markdown page, the CSV summary and the plots of ``results``."""
+def write_tables(results: Path, markdown: Path | None) -> tuple[list[Path], list[Summary]]:
+    """Regenerate the Markdown page, the CSV summary and the plots of ``results``; the files
+    written, and the summaries they show."""
     from metabench.harness.atomic import atomic_write_bytes
     from metabench.harness.plots import plot_adaptation_curves
     from metabench.harness.stats import summarize, summary_csv
     from metabench.harness.tables import collect_results, results_markdown
 
     markdown = markdown or results / "README.md"
-    runs = [result for _, result in collect_results(results)]
-    atomic_write_bytes(markdown, results_markdown(results).encode())
+    runs = collect_results(results)
+    summaries = summarize(runs)
+    atomic_write_bytes(markdown, results_markdown(results, runs, summaries).encode())
     csv_path = results / "summary.csv"
-    atomic_write_bytes(csv_path, summary_csv(summarize(runs)).encode())
-    return [markdown, csv_path, *plot_adaptation_curves(runs, results / "plots")]
+    atomic_write_bytes(csv_path, summary_csv(summaries).encode())
+    plots = plot_adaptation_curves([result for _, result in runs], results / "plots")
+    return [markdown, csv_path, *plots], summaries
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -261,8 +267,8 @@ def _run(args: argparse.Namespace) -> None:
             outcome = run_grid(cells, executor, console)
         finally:
             executor.close()
-        write_tables(args.results, None)
-        console.print(grid_table(args.results, title=f"metabench bench --profile {args.profile}"))
+        _, summaries = write_tables(args.results, None)
+        console.print(grid_table(summaries, title=f"metabench bench --profile {args.profile}"))
         console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")
         if any(error is not None for error in outcome.values()):
             raise RunError("some cells failed: see the list above")
@@ -275,7 +281,7 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "table":
         if not args.results.is_dir():
             raise ValueError(f"--results {args.results} is not a folder")
-        for path in write_tables(args.results, args.out):
+        for path in write_tables(args.results, args.out)[0]:
             print(f"wrote {path}")
     elif args.command == "plot":
         from metabench.harness.plots import plot_adaptation_curves

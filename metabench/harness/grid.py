@@ -111,10 +111,10 @@ def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dic
     """Run every cell that has no (intact) result yet on ``executor``, with one progress bar."""
     todo = []
     for cell in cells:
-        had_result = (cell.out / "result.json").exists()
-        if RunDirectory(cell.out).completed_result() is None:
+        run = RunDirectory(cell.out)
+        if run.completed_result() is None:
             todo.append(cell)
-            if had_result:
+            if run.set_aside:
                 console.print(f"{cell.label}: corrupt result.json set aside, re-running the cell")
     outcome: dict[Cell, str | None] = {cell: None for cell in cells if cell not in todo}
     if len(todo) < len(cells):

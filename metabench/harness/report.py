@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 
 from metabench.evaluation import MetaTestResult
+from metabench.harness.stats import Summary, format_number
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -43,30 +43,22 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
     return table
 
 
-def grid_table(root: Path, title: str) -> Table:
-    """Post-adaptation return (and success) per benchmark and algorithm, averaged over the seeds
-    found below ``root``, beside the budget and wall time of the runs."""
-    from metabench.harness.tables import collect_results
-
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for _, result in collect_results(root):
-        key = (result["config"]["benchmark"], result["config"]["algorithm"])
-        groups.setdefault(key, []).append(result)
+def grid_table(summaries: Sequence[Summary], title: str) -> Table:
+    """Post-adaptation return (and success) per benchmark and algorithm, the mean over seeds,
+    beside the budget and wall time of the runs."""
     table = Table(title=title)
     for name in ("benchmark", "algorithm", "seeds", "env steps", "wall time", "return", "success"):
         table.add_column(name, justify="left" if name in ("benchmark", "algorithm") else "right")
-    for (benchmark, algorithm), runs in sorted(groups.items()):
-        returns = [r["metatest"]["aggregate"]["test_return"] for r in runs]
-        rates = [r["metatest"]["aggregate"]["test_success_rate"] for r in runs]
-        success = "n/a" if None in rates else f"{sum(rates) / len(rates):.2f}"
+    for summary in summaries:
+        success = summary.test_success
         table.add_row(
-            benchmark,
-            algorithm,
-            str(len(runs)),
-            f"{max(r['env_steps'] for r in runs):,}",
-            f"{sum(r['wall_time_s'] for r in runs) / len(runs) / 60:.1f} min",
-            f"{sum(returns) / len(returns):.2f}",
-            success,
+            summary.benchmark,
+            summary.algorithm,
+            str(summary.n_seeds),
+            f"{summary.env_steps:,.0f}",
+            f"{summary.wall_time_s / 60:.1f} min",
+            format_number(summary.test_return.mean),
+            "n/a" if success is None else format_number(success.mean),
         )
     table.caption = "post-adaptation meta-test return and success rate, mean over seeds"
     return table

@@ -75,6 +75,9 @@ class RunDirectory:
         self.config_path = self.path / "config.json"
         self.checkpoint_path = self.path / "checkpoint.pt"
         self.result_path = self.path / "result.json"
+        self.corrupt_path = self.path / "result.json.corrupt"
+        self.set_aside = False
+        """Whether :meth:`completed_result` moved a corrupt result to :attr:`corrupt_path`."""
         self.evaluations = self.path / "evaluations"
         self.tensorboard = self.path / "tensorboard"
 
@@ -96,9 +99,9 @@ class RunDirectory:
     def completed_result(self) -> dict[str, Any] | None:
         """The run's result, or ``None`` when it has none yet.
 
-        A truncated or corrupt ``result.json`` is moved aside to ``result.json.corrupt`` and
-        ``None`` returned, so the run finishes again (from its last checkpoint) instead of the
-        damaged file being used.
+        A truncated or corrupt ``result.json`` is moved aside to :attr:`corrupt_path` (which the
+        caller reports) and ``None`` returned, so the run finishes again (from its last
+        checkpoint) instead of the damaged file being used.
         """
         from metabench.harness.tables import CorruptResultError, read_result
 
@@ -107,7 +110,8 @@ class RunDirectory:
         try:
             return read_result(self.result_path)
         except CorruptResultError:
-            self.result_path.replace(self.result_path.with_name("result.json.corrupt"))
+            self.result_path.replace(self.corrupt_path)
+            self.set_aside = True
             return None
 
     def claim(self, config: dict[str, Any]) -> None:

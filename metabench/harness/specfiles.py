@@ -138,22 +138,27 @@ def check_table(
     label = f"[{where}]" if where else "the top level"
     if not isinstance(table, dict):
         raise spec.error(f"{where} must be a table", where)
-    for key, value in table.items():
-        if schema is None:
-            break
-        if key not in schema:
-            raise spec.error(
-                f"unknown key {key!r} in {label}; valid keys: {', '.join(schema)}", key, where
-            )
-        expected = schema[key]
-        if isinstance(value, bool) and bool not in _as_tuple(expected):
-            raise spec.error(f"{key} must be {_type_names(expected)}, got {value!r}", key, where)
-        if not isinstance(value, expected):
-            raise spec.error(f"{key} must be {_type_names(expected)}, got {value!r}", key, where)
+    if schema is not None:
+        for key, value in table.items():
+            _check_value(spec, schema, key, value, where, label)
     missing = [key for key in required if key not in table]
     if missing:
         raise spec.error(f"{label} lacks {', '.join(missing)}: add it")
     return dict(table)
+
+
+def _check_value(
+    spec: SpecFile, schema: Schema, key: str, value: Any, where: str | None, label: str
+) -> None:
+    if key not in schema:
+        raise spec.error(
+            f"unknown key {key!r} in {label}; valid keys: {', '.join(schema)}", key, where
+        )
+    expected = schema[key]
+    # bool is an int to isinstance, but `steps = true` is not a budget
+    wrong_bool = isinstance(value, bool) and bool not in _as_tuple(expected)
+    if wrong_bool or not isinstance(value, expected):
+        raise spec.error(f"{key} must be {_type_names(expected)}, got {value!r}", key, where)
 
 
 def _as_tuple(expected: type | tuple[type, ...]) -> tuple[type, ...]:

@@ -226,7 +226,8 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
 
 
 # -- tables --------------------------------------------------------------------------------------
-def _num(value: float | None, digits: int) -> str:
+def format_number(value: float | None, digits: int = 2) -> str:
+    """``value`` with ``digits`` decimals, or ``n/a`` when missing or not finite."""
     if value is None or not math.isfinite(value):
         return "n/a"
     return f"{value:.{digits}f}"
@@ -235,9 +236,9 @@ def _num(value: float | None, digits: int) -> str:
 def _interval(interval: Interval | None, digits: int) -> str:
     if interval is None or not math.isfinite(interval.mean):
         return "n/a"
-    text = _num(interval.mean, digits)
+    text = format_number(interval.mean, digits)
     if math.isfinite(interval.low) and math.isfinite(interval.high):
-        text += f" [{_num(interval.low, digits)}, {_num(interval.high, digits)}]"
+        text += f" [{format_number(interval.low, digits)}, {format_number(interval.high, digits)}]"
     return text
 
 
@@ -268,11 +269,13 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
         for s in summaries:
             if s.benchmark != benchmark:
                 continue
-            iqm_return = "—" if s.test_return_iqm is None else _num(s.test_return_iqm, 2)
+            iqm_return = "—" if s.test_return_iqm is None else format_number(s.test_return_iqm, 2)
             if s.test_success is None:
                 iqm_success = "n/a"
             else:
-                iqm_success = "—" if s.test_success_iqm is None else _num(s.test_success_iqm, 3)
+                iqm_success = (
+                    "—" if s.test_success_iqm is None else format_number(s.test_success_iqm, 3)
+                )
             lines.append(
                 f"| {s.algorithm} | {s.n_seeds} | {s.env_steps:,.0f} | "
                 f"{s.wall_time_s / 60:.1f} min | {_interval(s.metatrain_return, 2)} | "

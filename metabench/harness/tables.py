@@ -14,7 +14,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-from metabench.harness.stats import per_task_success_markdown, summarize, summary_markdown
+from metabench.harness.stats import (
+    Summary,
+    format_number,
+    per_task_success_markdown,
+    summary_markdown,
+)
 
 RESULT_FILE = "result.json"
 
@@ -69,13 +74,11 @@ def collect_results(root: Path) -> list[tuple[Path, dict[str, Any]]]:
     )
 
 
-def _fmt(value: float | None, digits: int = 2) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def results_markdown(root: Path) -> str:
-    """A Markdown page: one row per run, then the published settings and numbers."""
-    runs = collect_results(root)
+def results_markdown(
+    root: Path, runs: list[tuple[Path, dict[str, Any]]], summaries: list[Summary]
+) -> str:
+    """A Markdown page of the ``runs`` below ``root`` (from :func:`collect_results`) and their
+    ``summaries``: one row per run, then the published settings and numbers."""
     lines = [
         "# Results",
         "",
@@ -86,7 +89,7 @@ def results_markdown(root: Path) -> str:
         "",
         "## Summary",
         "",
-        summary_markdown(summarize([result for _, result in runs])),
+        summary_markdown(summaries),
     ]
     per_task = per_task_success_markdown([result for _, result in runs])
     if per_task:
@@ -100,11 +103,12 @@ def results_markdown(root: Path) -> str:
     ]
     for path, result in runs:
         config, aggregate = result["config"], result["metatest"]["aggregate"]
-        curve = " → ".join(_fmt(v) for v in aggregate["return_per_episode"])
+        test_return, success = aggregate["test_return"], aggregate["test_success_rate"]
+        curve = " → ".join(format_number(v) for v in aggregate["return_per_episode"])
         lines.append(
             f"| {config['benchmark']} | {config['algorithm']} | {config['seed']} | "
             f"{result['env_steps']:,} | {result['wall_time_s'] / 60:.1f} min | {curve} | "
-            f"{_fmt(aggregate['test_return'])} | {_fmt(aggregate['test_success_rate'])} | "
+            f"{format_number(test_return)} | {format_number(success)} | "
             f"`{path.parent.relative_to(root)}` |"
         )
     lines += ["", "## Commands that produced them", ""]
@@ -121,7 +125,7 @@ def results_markdown(root: Path) -> str:
     for ref in load_references():
         lines.append(
             f"| {ref.benchmark} | {ref.algorithm} | {ref.metric or '—'} | "
-            f"{_fmt(ref.value, 3) if ref.value is not None else '—'} | {ref.setting} | "
+            f"{format_number(ref.value, 3) if ref.value is not None else '—'} | {ref.setting} | "
             f"{ref.source} |"
         )
     return "\n".join(lines) + "\n"

@@ -69,13 +69,12 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
     n_iterations = settings.env_steps // per_iteration if per_iteration else 0
     run.create()
     run.claim(config)
-    had_result = run.result_path.exists()
     finished = run.completed_result()
     if finished is not None:
         console.print(f"{run.path} is already complete; its result is {run.result_path}")
         return finished
-    if had_result:
-        console.print(f"{run.result_path} was corrupt (moved to result.json.corrupt): re-running")
+    if run.set_aside:
+        console.print(f"{run.result_path} was corrupt (moved to {run.corrupt_path}): re-running")
 
     start, wall_before, last_stats = 0, 0.0, {}
     state = run.load_checkpoint()
