@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,9 @@ from metabench.evaluation import MetaEvaluator, task_to_json
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+"""Format 2: tensors and plain values only, read with ``torch.load(weights_only=True)`` so that
+loading a checkpoint can run no code (format 1 held NumPy arrays and was unpickled in full)."""
 
 
 class RunError(Exception):
@@ -135,11 +138,24 @@ class RunDirectory:
             )
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        """The checkpoint, ``None`` if there is none, :class:`RunError` if it is corrupt."""
+        """The checkpoint, ``None`` if there is none, :class:`RunError` if it is corrupt or not
+        of the current format.
+
+        Only tensors and plain values are read (``weights_only=True``): a file that would
+        construct any other object is refused without running it, since anyone who can write
+        a run directory (a shared ``--results`` folder) could otherwise run code as the next
+        user who resumes or evaluates it.
+        """
         if not self.checkpoint_path.exists():
             return None
         try:
-            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            raise RunError(
+                f"checkpoint {self.checkpoint_path} holds objects other than tensors and plain "
+                f"values (an older metabench format, or not a metabench checkpoint), so it was "
+                f"not loaded: delete it to restart the run from the beginning"
+            ) from None
         except Exception as error:  # torch raises many kinds on a damaged file
             raise RunError(
                 f"checkpoint {self.checkpoint_path} is corrupt ({type(error).__name__}): "

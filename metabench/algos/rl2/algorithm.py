@@ -11,7 +11,6 @@ over whole sequences (exact, several times faster than the stock step-by-step lo
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +18,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch as th
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
@@ -27,6 +25,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
 from metabench.data import EpisodeBatch
+from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.tasks.base import TaskSampler
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
@@ -260,9 +259,7 @@ class RL2PPO(MetaRLAlgorithm):
             "tasks": self.venv.state_dict(),
             # SB3 seeds and draws from the global generators (minibatch order from NumPy's,
             # action noise from torch's): resuming exactly needs all three.
-            "torch_rng": th.get_rng_state(),
-            "numpy_rng": np.random.get_state(),
-            "python_rng": random.getstate(),
+            "global_rng": global_rng_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -273,7 +270,5 @@ class RL2PPO(MetaRLAlgorithm):
         self.iterations = int(state["iterations"])
         self.model.num_timesteps = int(state["num_timesteps"])
         self.venv.load_state_dict(state["tasks"])
-        th.set_rng_state(state["torch_rng"])
-        np.random.set_state(state["numpy_rng"])
-        random.setstate(state["python_rng"])
+        set_global_rng_state(state["global_rng"])
         self.model._last_obs = None  # the next learn() resets the envs: a fresh trial
