@@ -200,7 +200,7 @@ def test_an_unknown_hyperparameter_in_a_baseline_file_stops_the_grid_before_it_r
     user_specs, tmp_path
 ):
     user_specs("baselines/zero.toml", NOP_SPEC.replace("action = ", "actoin = "))
-    message = r"zero.toml \[benchmarks.Bandit\]: unknown hyperparameter\(s\) actoin of zero"
+    message = r"zero.toml:6: unknown hyperparameter\(s\) actoin of zero"
     with pytest.raises(ValueError, match=message):
         plan(["Bandit"], ["zero"], [0], "quick", tmp_path / "grid")
     assert not (tmp_path / "grid").exists()

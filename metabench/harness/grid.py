@@ -77,7 +77,9 @@ def plan(
     for spec in specs:
         for entry in entries:
             settings = entry.profile(profile, spec.name)
-            entry.hyperparameters(spec, settings.overrides)
+            entry.hyperparameters(
+                spec, settings.overrides, f"{entry.path} [profiles.{profile}]", settings.places
+            )
             overrides = tuple(sorted(settings.overrides.items()))
             for seed in seeds:
                 out = results / spec.name / f"{entry.name}-seed{seed}"
