@@ -8,6 +8,8 @@ difference between its exploration and test episodes comes from the env alone.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -128,6 +130,18 @@ class NOP(MetaRLAlgorithm):
     def train(self, n_iterations: int) -> None:
         """Learn nothing; only count ``n_iterations``."""
         self.n_iterations += check_count("n_iterations", n_iterations, 0)
+
+    @contextmanager
+    def evaluation_streams(self, seed: int) -> Iterator[None]:
+        """Exploration policies seeded from ``seed`` inside the block; this algorithm's own
+        generator (and the global ones) are restored afterwards."""
+        saved = self._rng
+        try:
+            self._rng = np.random.default_rng(seed)
+            with super().evaluation_streams(seed):
+                yield
+        finally:
+            self._rng = saved
 
     def get_exploration_policy(self) -> NOPPolicy:
         return NOPPolicy(self.action_space, self.action, self._rng)

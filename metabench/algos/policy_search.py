@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import abc
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
@@ -291,6 +293,18 @@ class PolicySearch(MetaRLAlgorithm):
                 f"{env.action_space}: build it from this env's spaces"
             )
         return RL2Env(env)
+
+    @contextmanager
+    def evaluation_streams(self, seed: int) -> Iterator[None]:
+        """Exploration policies seeded from ``seed`` inside the block; this algorithm's own
+        generator (and the global ones) are restored afterwards."""
+        saved = self._rng
+        try:
+            self._rng = np.random.default_rng(seed)
+            with super().evaluation_streams(seed):
+                yield
+        finally:
+            self._rng = saved
 
     def get_exploration_policy(self) -> SearchPolicy:
         """A new search, seeded from this algorithm's generator, as a policy."""

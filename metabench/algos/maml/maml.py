@@ -21,11 +21,12 @@ off-policy; the vanilla gradient ignores that, as garage's evaluator did.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -615,6 +616,18 @@ class MAMLTRPO(MetaRLAlgorithm):
         data = self.process(exploration_episodes)
         adapted = self.adapt(exploration_policy.params, data, create_graph=False)
         return GaussianPolicy(module, adapted, generator=exploration_policy.generator)
+
+    @contextlib.contextmanager
+    def evaluation_streams(self, seed: int) -> Iterator[None]:
+        """Meta-test action noise from a generator seeded with ``seed``; the evaluation generator
+        (and the global ones) are restored afterwards."""
+        saved = self._eval_generator.get_state()
+        try:
+            self._eval_generator.manual_seed(seed)
+            with super().evaluation_streams(seed):
+                yield
+        finally:
+            self._eval_generator.set_state(saved)
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
