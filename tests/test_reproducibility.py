@@ -123,6 +123,28 @@ def test_reset_with_a_seed_determines_the_episodes_that_follow(env_id):
     assert fresh.unwrapped.task == given  # a task given with set_task is kept
 
 
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [
+        ("metabench/PointGoal-v0", {}),
+        ("metabench/Bandit-v0", {}),
+        pytest.param("metabench/ML1-v0", {"env_name": "reach-v3"}, marks=pytest.mark.metaworld),
+    ],
+)
+def test_reset_with_a_seed_determines_the_task_of_every_env(env_id, kwargs):
+    import gymnasium as gym
+
+    used = gym.make(env_id, **kwargs)
+    used.reset(seed=123)
+    used.step(used.action_space.sample())
+    fresh = gym.make(env_id, **kwargs)
+    first_used, first_fresh = used.reset(seed=0)[0], fresh.reset(seed=0)[0]
+    np.testing.assert_array_equal(first_used, first_fresh)
+    assert repr(used.unwrapped.task) == repr(fresh.unwrapped.task)
+    action = fresh.action_space.sample()
+    np.testing.assert_array_equal(used.step(action)[0], fresh.step(action)[0])
+
+
 @pytest.mark.mujoco
 def test_seeded_reset_of_the_batched_halfcheetah_redraws_tasks_it_drew():
     import gymnasium as gym

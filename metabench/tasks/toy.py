@@ -59,6 +59,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         self.action_space = spaces.Box(-max_step, max_step, shape=(2,), dtype=np.float64)
         self._position = np.zeros(2)
         self._goal: np.ndarray | None = None
+        self._task_drawn = False
         self._steps = 0
         self._guard = EpisodeGuard()
 
@@ -74,6 +75,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def set_task(self, task: Task) -> None:
         self._goal = self._validated(task)
+        self._task_drawn = False
 
     @staticmethod
     def _validated(task: Task) -> np.ndarray:
@@ -91,7 +93,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        apply_reset_task(self, options, has_task=self._goal is not None)
+        apply_reset_task(self, options, has_task=self._goal is not None, seed=seed)
         self._position = np.zeros(2)
         self._steps = 0
         self._guard.active = True
@@ -133,6 +135,7 @@ class BanditEnv(gym.Env[np.ndarray, np.int64]):
         self.observation_space = spaces.Box(0.0, 0.0, shape=(1,), dtype=np.float64)
         self.action_space = spaces.Discrete(n_arms)
         self._best: int | None = None
+        self._task_drawn = False
         self._guard = EpisodeGuard()
 
     @property
@@ -160,12 +163,13 @@ class BanditEnv(gym.Env[np.ndarray, np.int64]):
                 f"got {task!r}"
             )
         self._best = int(arm)
+        self._task_drawn = False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        apply_reset_task(self, options, has_task=self._best is not None)
+        apply_reset_task(self, options, has_task=self._best is not None, seed=seed)
         self._guard.active = True
         return np.zeros(1), {"task": self.task}
 
