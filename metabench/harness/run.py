@@ -30,10 +30,15 @@ from metabench.algos.registry import get_algorithm
 from metabench.evaluation import MetaEvaluator, task_to_json
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
+from metabench.harness.resultfile import CorruptResultError, read_result
 
 CHECKPOINT_FORMAT = 2
 """Format 2: tensors and plain values only, read with ``torch.load(weights_only=True)`` so that
 loading a checkpoint can run no code (format 1 held NumPy arrays and was unpickled in full)."""
+
+
+CONFIG_REQUIRED = ("benchmark", "algorithm", "hyperparameters", "seed")
+"""What ``config.json`` must hold for ``metabench evaluate`` to rebuild the run."""
 
 
 class RunError(Exception):
@@ -87,17 +92,32 @@ class RunDirectory:
     def create(self) -> None:
         """Make the directory, or raise :class:`RunError` if it cannot be written."""
         make_writable_folder(self.path, "--out")
-        self.evaluations.mkdir(exist_ok=True)
+        for folder in (self.evaluations, self.tensorboard):  # written later, by other code
+            make_writable_folder(folder, "--out")
 
     def read_config(self) -> dict[str, Any] | None:
         if not self.config_path.exists():
             return None
         try:
-            return dict(json.loads(self.config_path.read_text()))
+            config = json.loads(self.config_path.read_text())
         except (OSError, ValueError) as error:
             raise RunError(
                 f"{self.config_path} is unreadable ({error}): delete {self.path} to start over"
             ) from None
+        missing = [
+            key for key in CONFIG_REQUIRED if not isinstance(config, dict) or key not in config
+        ]
+        if missing:
+            what = (
+                "lacks " + ", ".join(missing)
+                if isinstance(config, dict)
+                else "is not a JSON object"
+            )
+            raise RunError(
+                f"{self.config_path} {what}: it is not a metabench run configuration; delete "
+                f"{self.path} to start over"
+            )
+        return config
 
     def completed_result(self) -> dict[str, Any] | None:
         """The run's result, or ``None`` when it has none yet.
@@ -106,8 +126,6 @@ class RunDirectory:
         caller reports) and ``None`` returned, so the run finishes again (from its last
         checkpoint) instead of the damaged file being used.
         """
-        from metabench.harness.tables import CorruptResultError, read_result
-
         if not self.result_path.exists():
             return None
         try:

@@ -17,6 +17,7 @@ from metabench.harness.atomic import atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
+from metabench.harness.resultfile import make_result, write_result
 from metabench.harness.run import (
     RunDirectory,
     RunError,
@@ -147,17 +148,17 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         progress.update(bar, description="meta-testing", completed=max(n_iterations, 1))
         final = evaluator.evaluate(algo)
         _log_metatest(writer, final, n_iterations * per_iteration)
-    result = {
-        "config": config,
-        "command": settings.command,
-        "provenance": provenance(),
-        "iterations": n_iterations,
-        "env_steps": n_iterations * per_iteration,
-        "wall_time_s": wall_before + time.perf_counter() - began,
-        "metatrain": last_stats,
-        "metatest": final.to_dict(),
-    }
-    atomic_write_json(run.result_path, result)
+    result = make_result(
+        config=config,
+        command=settings.command,
+        provenance=provenance(),
+        iterations=n_iterations,
+        env_steps=n_iterations * per_iteration,
+        wall_time_s=wall_before + time.perf_counter() - began,
+        metatrain=last_stats,
+        metatest=final.to_dict(),
+    )
+    write_result(run.result_path, result)
     console.print(metatest_table(final, title=f"{spec.name} / {settings.algorithm}: meta-test"))
     return result
 

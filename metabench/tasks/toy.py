@@ -23,6 +23,7 @@ from metabench.tasks.base import (
     check_action,
     check_n_tasks,
 )
+from metabench.validation import check_count, check_number
 
 
 class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -48,11 +49,18 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         max_step: float = 0.1,
         horizon: int = 20,
     ) -> None:
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        check_count("horizon", horizon)
         if not max_step > 0:
             raise ValueError(f"max_step must be positive, got {max_step}")
-        self.goal_range = (float(goal_range[0]), float(goal_range[1]))
+        try:
+            low, high = (check_number("goal_range", bound) for bound in goal_range)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"goal_range must be two numbers [low, high], got {goal_range!r}"
+            ) from None
+        if not low <= high:
+            raise ValueError(f"goal_range must be [low, high] with low <= high, got {goal_range!r}")
+        self.goal_range = (low, high)
         self.max_step = float(max_step)
         self.horizon = horizon
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float64)
