@@ -135,6 +135,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--checkpoint-every", type=positive_int, default=10, help="checkpoint every N iterations"
     )
     train.add_argument(
+        "--cpus",
+        type=positive_int,
+        default=None,
+        help="cores the run may use: bounds its worker processes and torch threads, and is "
+        "recorded in config.json (metabench bench sets it from the baseline's cpus; default: no "
+        "bound)",
+    )
+    train.add_argument(
         "--set",
         dest="overrides",
         type=hyperparameter,
@@ -306,6 +314,7 @@ def _run(args: argparse.Namespace) -> None:
                 eval_every=args.eval_every,
                 checkpoint_every=args.checkpoint_every,
                 command=" ".join(["metabench", *sys.argv[1:]]),
+                cpus=args.cpus,
             )
         )
     elif args.command == "bench":

@@ -240,12 +240,13 @@ def test_maml_trpo_runs_through_the_same_harness(tmp_path):
         train(RunSettings("PointGoal", "maml-trpo", 0, 320, tmp_path / "x", {"lr": 1}))
 
 
+@pytest.mark.mujoco
 @pytest.mark.parametrize("algorithm", ["cem", "cmaes"])
 def test_policy_search_baselines_run_through_the_harness(tmp_path, algorithm):
-    result = train(RunSettings("PointGoal", algorithm, 0, 1, tmp_path / algorithm))
+    result = train(RunSettings("HalfCheetahVel", algorithm, 0, 1, tmp_path / algorithm))
     assert result["iterations"] == 0 and result["env_steps"] == 0  # no meta-training
-    # population sized to PointGoal's exploration budget (1 episode): the minimum, 2
-    assert result["config"]["hyperparameters"]["n_samples"] == 2
-    assert result["metatest"]["aggregate"]["n_tasks"] == 20
+    # population sized to HalfCheetahVel's exploration budget: one generation of 3 episodes
+    assert result["config"]["hyperparameters"]["n_samples"] == 3
+    assert result["metatest"]["aggregate"]["n_tasks"] == 10
     with pytest.raises(ValueError, match="unknown hyperparameter"):
-        train(RunSettings("PointGoal", algorithm, 0, 1, tmp_path / "x", {"lr": 1}))
+        train(RunSettings("HalfCheetahVel", algorithm, 0, 1, tmp_path / "x", {"lr": 1}))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,9 @@ from metabench.harness.benchmarks import BenchmarkSpec, load_benchmarks
 from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_line, read_specs
 from metabench.validation import Layer, config_dict, resolve_config
 
-Builder = Callable[[BenchmarkSpec, int, dict[str, Any], "str | None"], MetaRLAlgorithm]
+Builder = Callable[..., MetaRLAlgorithm]
+"""``build(spec, seed, hyperparameters, log_dir)`` makes the algorithm; a builder that also takes
+``cpus=`` (the cores the run may use, or ``None``) gets it and bounds its worker processes."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +95,11 @@ def _maml_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
 
 
 def _build_maml(
-    spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+    spec: BenchmarkSpec,
+    seed: int,
+    hyperparameters: dict[str, Any],
+    log_dir: str | None,
+    cpus: int | None = None,
 ) -> MetaRLAlgorithm:
     from metabench.algos.maml.maml import MAMLTRPO, MAMLTRPOConfig
 
@@ -101,16 +108,18 @@ def _build_maml(
     num_envs = config.meta_batch_size * config.episodes_per_task
     vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
     if spec.metaworld is not None:
-        # Meta-World: the sub-envs sharded across worker processes, one per core, each
-        # stepping its shard in a loop (the same envs and results as stepping them in-process)
+        # Meta-World: the sub-envs sharded across worker processes, one per core (at most
+        # `cpus`), each stepping its shard in a loop (the same results as in-process)
         from metabench.vector.sharded import make_sharded_task_env
 
-        vec_env = make_sharded_task_env(spec.env_id, num_envs, **env_kwargs)
+        vec_env = make_sharded_task_env(spec.env_id, num_envs, n_workers=cpus, **env_kwargs)
     elif gym.spec(spec.env_id).vector_entry_point is not None:
         # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
         # Python env per episode; the sampler talks to both through the same API
+        # (stepped on at most `cpus` processes, the calling one included: same results)
+        kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"nthread": cpus})}
         vec_env = gym.make_vec(
-            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs
+            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
         )
     try:
         return MAMLTRPO(
@@ -151,6 +160,28 @@ def _search_population(spec: BenchmarkSpec) -> int:
     return max(2, episodes if episodes < 4 else episodes // 2)
 
 
+def _check_generation(name: str) -> Callable[[BenchmarkSpec, dict[str, Any]], None]:
+    """A check that one generation of ``name``'s search fits the benchmark's exploration
+    episodes: with fewer, the search never updates and scores exactly as NOP does."""
+
+    def check(spec: BenchmarkSpec, values: dict[str, Any]) -> None:
+        n_samples, episodes = values.get("n_samples"), spec.n_exploration_eps
+        if n_samples is not None and n_samples > episodes:
+            fix = (
+                f"set n_samples to at most {episodes} (--set n_samples={episodes})"
+                if episodes >= 2
+                else f"raise [evaluation] exploration_episodes to at least 2 in {spec.path}, or "
+                f"use another algorithm"
+            )
+            raise ValueError(
+                f"{name} on {spec.name}: one generation of n_samples={n_samples} candidates "
+                f"needs {n_samples} exploration episodes but the benchmark gives {episodes}, so "
+                f"the search would never update (it would score as NOP): {fix}"
+            )
+
+    return check
+
+
 def _cem_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
     from metabench.algos.cem import CEMConfig
 
@@ -188,8 +219,18 @@ MAML_TRPO = Implementation(
     _maml_defaults, _build_maml, config="metabench.algos.maml.maml:MAMLTRPOConfig"
 )
 NOP = Implementation(_nop_defaults, _build_nop, config="metabench.algos.nop:NOPConfig")
-CEM = Implementation(_cem_defaults, _build_cem, config="metabench.algos.cem:CEMConfig")
-CMAES = Implementation(_cmaes_defaults, _build_cmaes, config="metabench.algos.cmaes:CMAESConfig")
+CEM = Implementation(
+    _cem_defaults,
+    _build_cem,
+    config="metabench.algos.cem:CEMConfig",
+    check_benchmark=_check_generation("CEM"),
+)
+CMAES = Implementation(
+    _cmaes_defaults,
+    _build_cmaes,
+    config="metabench.algos.cmaes:CMAESConfig",
+    check_benchmark=_check_generation("CMA-ES"),
+)
 
 
 # -- baselines/*.toml ------------------------------------------------------------------------------
@@ -289,9 +330,18 @@ class AlgorithmEntry:
         return values
 
     def build(
-        self, spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+        self,
+        spec: BenchmarkSpec,
+        seed: int,
+        hyperparameters: dict[str, Any],
+        log_dir: str | None,
+        cpus: int | None = None,
     ) -> MetaRLAlgorithm:
-        return self.implementation.build(spec, seed, hyperparameters, log_dir)
+        """The algorithm, with at most ``cpus`` worker processes when its builder takes it."""
+        build = self.implementation.build
+        if cpus is not None and "cpus" in inspect.signature(build).parameters:
+            return build(spec, seed, hyperparameters, log_dir, cpus=cpus)
+        return build(spec, seed, hyperparameters, log_dir)
 
     def profile(self, name: str, benchmark: str) -> ProfileSettings:
         """The budget and overrides of profile ``name`` on ``benchmark``."""

@@ -73,6 +73,9 @@ class RunSettings:
     checkpoint_every: int = 10
     command: str | None = None
     """The command line that started the run, recorded in ``result.json`` for reproduction."""
+    cpus: int | None = None
+    """Cores the run may use: bounds its worker processes and torch threads (``None``: no bound).
+    Recorded in ``config.json`` when set, since thread counts can change the numbers."""
 
 
 class RunDirectory:
@@ -215,6 +218,14 @@ def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
         },
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }
+    if settings.cpus is not None:
+        if (
+            isinstance(settings.cpus, bool)
+            or not isinstance(settings.cpus, int)
+            or settings.cpus < 1
+        ):
+            raise RunError(f"--cpus must be a positive integer, got {settings.cpus!r}")
+        config["cpus"] = settings.cpus
     return spec, json.loads(json.dumps(config))  # exactly what config.json will read back
 
 
@@ -222,7 +233,10 @@ def build_algorithm(
     spec: BenchmarkSpec, config: dict[str, Any], log_dir: str | None
 ) -> MetaRLAlgorithm:
     entry = get_algorithm(config["algorithm"])
-    return entry.build(spec, config["seed"], config["hyperparameters"], log_dir)
+    cpus = config.get("cpus")
+    if cpus is not None:  # the run's torch threads, never more than the cores it may use
+        torch.set_num_threads(max(1, min(torch.get_num_threads(), int(cpus))))
+    return entry.build(spec, config["seed"], config["hyperparameters"], log_dir, cpus=cpus)
 
 
 def make_evaluator(spec: BenchmarkSpec, seed: int, **protocol: int) -> MetaEvaluator:
