@@ -181,8 +181,9 @@ def test_bench_runs_a_grid_on_ray_through_the_cli(ray_address, tmp_path, capsys)
     from metabench.cli import main
 
     # HalfCheetahVel: CEM needs more than PointGoal's one exploration episode
-    args = ["bench", "--envs", "HalfCheetahVel", "--baselines", "nop", "cem", "--seeds", "0",
-            "1", "--results", str(tmp_path), "--executor", "ray", "--address", ray_address]  # fmt: skip
+    args = ["bench", "--envs", "HalfCheetahVel", "--baselines", "nop", "cem",
+            "--seeds", "0", "1", "--results", str(tmp_path),
+            "--executor", "ray", "--address", ray_address]  # fmt: skip
     assert main(args) == 0
     for name in ("nop-seed0", "nop-seed1", "cem-seed0", "cem-seed1"):
         assert (tmp_path / "HalfCheetahVel" / name / "result.json").exists()
