@@ -53,17 +53,11 @@ def evaluation_seed(seed: int, iteration: int) -> int:
 
 
 def iteration_stats(output: Any) -> dict[str, float]:
-    """What ``algo.train(1)`` returned, as flat ``metatrain/...`` numbers: a dict as it is, or
-    the last of a list of per-iteration records with ``as_dict()`` (MAML-TRPO)."""
+    """What ``algo.train(1)`` returned (``dict[str, float]``, see
+    :meth:`~metabench.algos.base.MetaRLAlgorithm.train`), its values as floats; anything else
+    (an algorithm of an older interface returning ``None``) gives ``{}``."""
     if isinstance(output, dict):
-        return {key: float(value) for key, value in output.items()}
-    if isinstance(output, list) and output and hasattr(output[-1], "as_dict"):
-        record = output[-1].as_dict()
-        return {
-            f"metatrain/{key}": float(value)
-            for key, value in record.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool)
-        }
+        return {str(key): float(value) for key, value in output.items()}
     return {}
 
 

@@ -62,7 +62,7 @@ def test_adapt_policy_is_identity_and_policy_is_reset_every_episode():
 
 def test_train_only_counts_iterations():
     algo = NOP(make_env().action_space)
-    assert algo.train(3) is None
+    assert algo.train(3) == {}
     algo.train(0)
     algo.train(4)
     assert algo.n_iterations == 7

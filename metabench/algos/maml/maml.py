@@ -312,6 +312,16 @@ class MAMLIterationStats:
         trpo = flat.pop("trpo")
         return {**flat, **{f"trpo_{key}": value for key, value in trpo.items()}}
 
+    def metrics(self) -> dict[str, float]:
+        """The numbers of :meth:`as_dict` as ``metatrain/<name>`` (what :meth:`MAMLTRPO.train`
+        returns): ``iteration``, ``pre_update_return``, ``post_update_return``, the ``trpo_*``
+        numbers, the ``time_*`` seconds and ``env_steps``."""
+        return {
+            f"metatrain/{key}": float(value)
+            for key, value in self.as_dict().items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+
 
 class MAMLTRPO(MetaRLAlgorithm):
     """MAML with a vanilla-policy-gradient inner loop and a TRPO outer loop.
@@ -340,8 +350,8 @@ class MAMLTRPO(MetaRLAlgorithm):
         >>> algo = MAMLTRPO("metabench/PointGoal-v0", meta_batch_size=2, episodes_per_task=2,
         ...                 hidden_sizes=(8,), env_kwargs={"horizon": 5})
         >>> stats = algo.train(1)
-        >>> stats[0].env_steps
-        40
+        >>> stats["metatrain/env_steps"], algo.history[-1].env_steps
+        (40.0, 40)
     """
 
     def __init__(
@@ -525,8 +535,10 @@ class MAMLTRPO(MetaRLAlgorithm):
         )
 
     # -- MetaRLAlgorithm -------------------------------------------------------------------
-    def train(self, n_iterations: int) -> list[MAMLIterationStats]:
-        """Run ``n_iterations`` meta-iterations; return (and log at INFO) their stats."""
+    def train(self, n_iterations: int) -> dict[str, float]:
+        """Run ``n_iterations`` meta-iterations, logging each at INFO and appending its
+        :class:`MAMLIterationStats` to :attr:`history`; return the last one's
+        :meth:`~MAMLIterationStats.metrics` (``{}`` for 0 iterations)."""
         if isinstance(n_iterations, bool) or n_iterations < 0:
             raise ValueError(f"n_iterations must be a non-negative integer, got {n_iterations!r}")
         results = []
@@ -552,7 +564,7 @@ class MAMLTRPO(MetaRLAlgorithm):
                 logger.warning(
                     "MAML iter %d: outer step rejected (%s)", stats.iteration, trpo.reason
                 )
-        return results
+        return results[-1].metrics() if results else {}
 
     def _iteration(self) -> MAMLIterationStats:
         tasks = self.task_sampler.sample(self.meta_batch_size, self._rng)
