@@ -66,7 +66,7 @@ def test_train_only_counts_iterations():
     algo.train(0)
     algo.train(4)
     assert algo.n_iterations == 7
-    with pytest.raises(ValueError, match=">= 0"):
+    with pytest.raises(ValueError, match="non-negative integer"):
         algo.train(-1)
     with pytest.raises(ValueError, match="integer"):
         algo.train(1.5)  # type: ignore[arg-type]

@@ -49,7 +49,7 @@ from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
 from metabench.algos.trpo import TRPOStep, flat_grad, flatten, hessian_vector_product, trpo_step
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
-from metabench.validation import check_config, option
+from metabench.validation import check_config, check_count, option
 
 __all__ = [
     "MAMLTRPO",
@@ -234,15 +234,7 @@ def kl(
 def _check_inner(inner_lr: float, num_grad_updates: int) -> None:
     if not inner_lr > 0:
         raise ValueError(f"inner_lr must be positive, got {inner_lr}")
-    if (
-        isinstance(num_grad_updates, bool)
-        or not isinstance(num_grad_updates, (int, np.integer))
-        or num_grad_updates < 1
-    ):
-        raise ValueError(
-            f"num_grad_updates must be an integer >= 1 (the inner gradient steps), "
-            f"got {num_grad_updates!r}"
-        )
+    check_count("num_grad_updates", num_grad_updates, hint="the inner gradient steps")
 
 
 # -- the algorithm -------------------------------------------------------------------------------
