@@ -49,3 +49,25 @@ def test_maml_train_gives_the_metatrain_keys_committed_results_hold():
         assert set(algo.train(1)) == keys
     finally:
         algo.close()
+
+
+def test_a_run_derives_its_test_tasks_once(tmp_path, monkeypatch):
+    from metabench.harness.benchmarks import BenchmarkSpec
+    from metabench.harness.run import RunSettings, plan_run
+    from metabench.harness.training import train
+
+    calls = []
+    original = BenchmarkSpec.test_tasks
+
+    def counted(self, seed):
+        calls.append(seed)
+        return original(self, seed)
+
+    monkeypatch.setattr(BenchmarkSpec, "test_tasks", counted)
+    plan = plan_run(RunSettings("Bandit", "nop", 3, 1, tmp_path / "plan"))
+    assert len(calls) == 1
+    assert list(plan.test_tasks) == plan.evaluator().test_tasks
+    assert plan.config["test_tasks"] == list(plan.test_tasks)
+    calls.clear()
+    train(RunSettings("Bandit", "nop", 3, 1, tmp_path / "run"))
+    assert calls == [3]
