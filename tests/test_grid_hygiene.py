@@ -105,3 +105,17 @@ def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
     assert not (tmp_path / "run").exists()
     config = json.dumps(resolve(RunSettings("HalfCheetahVel", "cem", 0, 1, tmp_path))[1])
     assert '"n_samples": 3' in config
+
+
+def test_a_run_directory_from_before_cpus_was_recorded_is_the_same_run(tmp_path):
+    from metabench.harness.run import RunDirectory, RunError
+
+    settings = RunSettings("Bandit", "nop", 0, 1, tmp_path, cpus=1)
+    _, config = resolve(settings)
+    run = RunDirectory(tmp_path)
+    run.create()
+    run.claim({k: v for k, v in config.items() if k != "cpus"})  # an older grid's cell
+    run.claim(config)
+    assert run.read_config() == config
+    with pytest.raises(RunError, match="differs in: cpus"):
+        run.claim({**config, "cpus": 2})

@@ -152,6 +152,11 @@ class RunDirectory:
                 )
             atomic_write_json(self.config_path, config)
             return
+        if "cpus" not in existing and existing == {k: v for k, v in config.items() if k != "cpus"}:
+            # written before runs recorded their cores (a grid cell of an older version): the
+            # same run, now with the bound recorded
+            atomic_write_json(self.config_path, config)
+            return
         if existing != config:
             differing = sorted(
                 k for k in set(existing) | set(config) if existing.get(k) != config.get(k)
