@@ -112,13 +112,14 @@ class Field:
 
     def describe(self) -> str:
         """``"a positive integer"``, ``"a finite number in [0, 1]"``: what a valid value is."""
-        if self.high is None and self.kind in (int, float, int | None, float | None):
-            noun = "integer" if self.kind in (int, int | None) else "number"
-            null = " or null" if self.kind in (int | None, float | None) else ""
-            positive = (self.low == 0 and self.low_open) or (noun == "integer" and self.low == 1)
-            if positive and not (noun == "integer" and self.low_open):
+        integer = self.kind in (int, int | None)
+        if self.high is None and (integer or self.kind in (float, float | None)):
+            noun = "integer" if integer else "number"
+            null = " or null" if None.__class__ in typing.get_args(self.kind) else ""
+            above_zero = self.low == 0 and self.low_open
+            if above_zero or (integer and self.low == 1 and not self.low_open):
                 return f"a positive {noun}{null}"
-            if self.low == 0 and not self.low_open:
+            if self.low == 0:
                 return f"a non-negative {noun}{null}"
         return " ".join(part for part in (self.type_name, self.range_text) if part)
 

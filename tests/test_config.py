@@ -252,3 +252,19 @@ def test_list_shows_every_hyperparameter_with_its_type_and_default(capsys):
     assert ("rl2-ppo", "batch_size", "a positive integer or null", "null") in rows
     assert ("rl2-ppo", "discount", "a finite number in [0, 1]", "0.99") in rows
     assert ("nop", "action", "one of 'zero', 'random'", "zero") in rows
+
+
+def test_single_argument_checks_refuse_bools_strings_and_non_finite_numbers():
+    from metabench.validation import check_count, check_number
+
+    assert check_count("n", 3) == 3
+    for bad, message in [(True, "n must be a positive integer, got True"), (0, "got 0"),
+                         (2.0, "got 2.0"), ("3", "got '3'")]:  # fmt: skip
+        with pytest.raises(ValueError, match=message):
+            check_count("n", bad)
+    with pytest.raises(ValueError, match="n must be an integer >= 2, got 1: two at least"):
+        check_count("n", 1, 2, "two at least")
+    assert check_number("x", 0, low=0.0) == 0.0
+    for bad in (math.nan, math.inf, "1.0", False, -1.0):
+        with pytest.raises(ValueError, match="x must be a non-negative number"):
+            check_number("x", bad, low=0.0)
