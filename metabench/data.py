@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["EpisodeBatch", "StepType"]
+__all__ = ["EpisodeBatch", "EpisodeRecorder", "StepType"]
 
 _STEP_TYPE_DTYPE = np.int8
 """Storage dtype of ``EpisodeBatch.step_types``: four values, so one byte is enough."""
@@ -534,3 +534,82 @@ class EpisodeBatch:
     def padded_agent_infos(self) -> dict[str, np.ndarray]:
         """Each agent info as ``(N, max_length, ...)``."""
         return {key: self.padded(value) for key, value in self.agent_infos.items()}
+
+
+class EpisodeRecorder:
+    """One episode as it is collected, a step at a time; :meth:`path` gives it in the form
+    :meth:`EpisodeBatch.from_list` takes. The meta-test evaluator and the Meta-World adapter
+    record with it (the MAML sampler records whole vector steps at once instead).
+
+    Example::
+
+        >>> recorder = EpisodeRecorder()
+        >>> recorder.record(np.zeros(2), np.ones(1), 1.0, ended=False, terminated=False)
+        >>> recorder.record(np.ones(2), np.ones(1), 0.5, ended=True, terminated=True)
+        >>> recorder.last_observation = np.full(2, 2.0)
+        >>> batch = EpisodeBatch.from_list([recorder.path()])
+        >>> batch.lengths.tolist(), batch.step_types.tolist()
+        ([2], [0, 2])
+    """
+
+    __slots__ = (
+        "actions",
+        "last_observation",
+        "observations",
+        "rewards",
+        "step_types",
+        "successes",
+    )
+
+    def __init__(self) -> None:
+        self.observations: list[np.ndarray] = []
+        self.actions: list[np.ndarray] = []
+        self.rewards: list[float] = []
+        self.step_types: list[int] = []
+        self.successes: list[bool | None] = []
+        self.last_observation: np.ndarray | None = None
+        """The observation after the last step, when known (else :meth:`path` leaves it out)."""
+
+    def record(
+        self,
+        observation: Any,
+        action: Any,
+        reward: float,
+        *,
+        ended: bool,
+        terminated: bool,
+        success: bool | None = None,
+    ) -> None:
+        """Add one step (copies of ``observation`` and ``action``); ``ended``: the episode ended
+        on it, by termination if ``terminated``, else by a time limit."""
+        self.observations.append(np.array(observation, copy=True))
+        self.actions.append(np.array(action, copy=True))
+        self.rewards.append(float(reward))
+        self.successes.append(success)
+        if ended:
+            self.step_types.append(StepType.TERMINAL if terminated else StepType.TIMEOUT)
+        else:
+            self.step_types.append(StepType.get_step_type(len(self.rewards), None, False))
+
+    @property
+    def success(self) -> bool | None:
+        """Whether any step reported success (``None`` when no step reported it)."""
+        reported = [s for s in self.successes if s is not None]
+        return any(reported) if reported else None
+
+    def path(self, with_success: bool = False) -> dict[str, Any]:
+        """The episode as a path dict; ``with_success`` adds ``env_infos["success"]`` (every
+        step must have reported it)."""
+        observations = self.observations
+        if self.last_observation is not None:
+            observations = [*observations, self.last_observation]
+        path: dict[str, Any] = {
+            "observations": np.stack(observations),
+            "actions": np.stack(self.actions),
+            "rewards": np.asarray(self.rewards, dtype=np.float64),
+            "step_types": np.asarray(self.step_types, dtype=np.int8),
+        }
+        path["env_infos"] = (
+            {"success": np.asarray(self.successes, dtype=bool)} if with_success else {}
+        )
+        return path

@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.data import EpisodeBatch, StepType
+from metabench.data import EpisodeBatch, EpisodeRecorder
 from metabench.tasks.base import Task
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
 
@@ -348,36 +348,6 @@ class _EndFlags(gym.Wrapper[Any, Any, Any, Any]):
         return obs, reward, terminated, truncated, info
 
 
-@dataclasses.dataclass
-class _Episode:
-    """One episode as it is collected."""
-
-    observations: list[np.ndarray] = dataclasses.field(default_factory=list)
-    actions: list[np.ndarray] = dataclasses.field(default_factory=list)
-    rewards: list[float] = dataclasses.field(default_factory=list)
-    step_types: list[int] = dataclasses.field(default_factory=list)
-    successes: list[bool | None] = dataclasses.field(default_factory=list)
-    last_observation: np.ndarray | None = None
-
-    @property
-    def success(self) -> bool | None:
-        reported = [s for s in self.successes if s is not None]
-        return any(reported) if reported else None
-
-    def to_path(self, with_success: bool) -> dict[str, Any]:
-        assert self.last_observation is not None, "the episode has not ended"
-        path: dict[str, Any] = {
-            "observations": np.stack([*self.observations, self.last_observation]),
-            "actions": np.stack(self.actions),
-            "rewards": np.asarray(self.rewards, dtype=np.float64),
-            "step_types": np.asarray(self.step_types, dtype=np.int8),
-        }
-        path["env_infos"] = (
-            {"success": np.asarray(self.successes, dtype=bool)} if with_success else {}
-        )
-        return path
-
-
 def _check_count(name: str, value: Any, fix: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}: {fix}")
@@ -521,33 +491,31 @@ class MetaEvaluator:
         obs, _ = env.reset(seed=self.task_seed(index))
         exploration_policy = algo.get_exploration_policy()
         policy: Policy = exploration_policy
-        episodes: list[_Episode] = []
+        episodes: list[EpisodeRecorder] = []
         for number in range(self.episodes_per_trial):
             if number == self.n_exploration_eps:
                 batch = self._exploration_batch(episodes)
                 policy = algo.adapt_policy(exploration_policy, batch)
             policy.reset()
-            episode = _Episode()
-            step = 0
+            episode = EpisodeRecorder()
             while True:
                 action = np.asarray(policy.get_action(obs))
                 next_obs, reward, terminated, truncated, info = env.step(action)
-                step += 1
-                episode.observations.append(np.array(obs, copy=True))
-                episode.actions.append(np.array(action, copy=True))
-                episode.rewards.append(float(reward))
-                episode.successes.append(bool(info["success"]) if "success" in info else None)
                 trial_over = terminated or truncated
-                if trial_over or info.get(EPISODE_END):
-                    ended_by_termination = ends.terminated
-                    episode.step_types.append(
-                        StepType.TERMINAL if ended_by_termination else StepType.TIMEOUT
-                    )
+                ended = bool(trial_over or info.get(EPISODE_END))
+                episode.record(
+                    obs,
+                    action,
+                    float(reward),
+                    ended=ended,
+                    terminated=ended and ends.terminated,
+                    success=bool(info["success"]) if "success" in info else None,
+                )
+                if ended:
                     final = info.get(FINAL_OBSERVATION, next_obs) if same_obs else next_obs
                     episode.last_observation = np.array(final, copy=True)
                     obs = next_obs
                     break
-                episode.step_types.append(StepType.get_step_type(step, None, False))
                 obs = next_obs
             episodes.append(episode)
             last = number == self.episodes_per_trial - 1
@@ -568,7 +536,7 @@ class MetaEvaluator:
         )
 
     @staticmethod
-    def _exploration_batch(episodes: Sequence[_Episode]) -> EpisodeBatch:
+    def _exploration_batch(episodes: Sequence[EpisodeRecorder]) -> EpisodeBatch:
         """The exploration episodes as an :class:`EpisodeBatch`.
 
         ``last_observations`` are the :data:`FINAL_OBSERVATION` of inner episodes (the final
@@ -579,4 +547,4 @@ class MetaEvaluator:
         when every step reported it.
         """
         with_success = all(s is not None for e in episodes for s in e.successes)
-        return EpisodeBatch.from_list([e.to_path(with_success) for e in episodes])
+        return EpisodeBatch.from_list([e.path(with_success) for e in episodes])

@@ -46,32 +46,12 @@ import gymnasium as gym
 import numpy as np
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.data import EpisodeBatch, StepType
+from metabench.data import EpisodeBatch, EpisodeRecorder
 
 if TYPE_CHECKING:
     from metaworld.evaluation import Timestep
 
 __all__ = ["MetaWorldAgent"]
-
-
-class _Path:
-    """One sub-env's episode in progress."""
-
-    __slots__ = ("actions", "observations", "rewards", "step_types")
-
-    def __init__(self) -> None:
-        self.observations: list[np.ndarray] = []
-        self.actions: list[np.ndarray] = []
-        self.rewards: list[float] = []
-        self.step_types: list[int] = []
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "observations": np.stack(self.observations),
-            "actions": np.stack(self.actions),
-            "rewards": np.asarray(self.rewards, dtype=np.float64),
-            "step_types": np.asarray(self.step_types, dtype=np.int8),
-        }
 
 
 class MetaWorldAgent:
@@ -106,7 +86,7 @@ class MetaWorldAgent:
         self._adapted: list[Policy] | None = None
         self._adapt_requested = False
         self._start = np.ones(self.num_envs, dtype=bool)  # next action starts an episode
-        self._paths: list[_Path] = []
+        self._paths: list[EpisodeRecorder] = []
         self._episodes: list[list[dict[str, Any]]] = []
 
     # -- MetaLearningAgent ---------------------------------------------------------------------
@@ -117,7 +97,7 @@ class MetaWorldAgent:
         self._adapted = None
         self._adapt_requested = False
         self._start[:] = True
-        self._paths = [_Path() for _ in range(self.num_envs)]
+        self._paths = [EpisodeRecorder() for _ in range(self.num_envs)]
         self._episodes = [[] for _ in range(self.num_envs)]
 
     def adapt_action(self, observations: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
@@ -141,23 +121,21 @@ class MetaWorldAgent:
         terminated = np.asarray(timestep.terminated, dtype=bool).reshape(self.num_envs)
         truncated = np.asarray(timestep.truncated, dtype=bool).reshape(self.num_envs)
         for i, path in enumerate(self._paths):
-            path.observations.append(np.array(observations[i], copy=True))
-            path.actions.append(np.array(actions[i], copy=True))
-            path.rewards.append(float(rewards[i]))
-            if terminated[i] or truncated[i]:
-                path.step_types.append(StepType.TERMINAL if terminated[i] else StepType.TIMEOUT)
-                self._episodes[i].append(path.as_dict())
-                self._paths[i] = _Path()
+            ended = bool(terminated[i] or truncated[i])
+            path.record(
+                observations[i], actions[i], rewards[i], ended=ended, terminated=bool(terminated[i])
+            )
+            if ended:
+                self._episodes[i].append(path.path())
+                self._paths[i] = EpisodeRecorder()
                 self._start[i] = True
-            else:
-                path.step_types.append(StepType.get_step_type(len(path.rewards), None, False))
 
     def adapt(self) -> None:
         """End the exploration; ``adapt_policy`` runs when the evaluation starts."""
         if not self._policies:
             raise RuntimeError("adapt() called before init()")
         # Meta-World resets the vector env after adapting: episodes in progress are cut.
-        self._paths = [_Path() for _ in range(self.num_envs)]
+        self._paths = [EpisodeRecorder() for _ in range(self.num_envs)]
         self._start[:] = True
         self._adapt_requested = True
 
@@ -170,7 +148,7 @@ class MetaWorldAgent:
         mask = np.asarray(env_mask, dtype=bool).reshape(self.num_envs)
         if self._adapted is None and not self._adapt_requested:  # still exploring
             for i in np.flatnonzero(mask):
-                self._paths[i] = _Path()
+                self._paths[i] = EpisodeRecorder()
         else:
             self._adapted_policies()
         self._start |= mask
