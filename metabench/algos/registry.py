@@ -81,9 +81,10 @@ def _build_rl2(
     )
 
 
-RL2_PPO = Implementation(
-    _rl2_defaults, _build_rl2, config="metabench.algos.rl2.algorithm:RL2PPOConfig"
-)
+def _rl2_config() -> type:
+    from metabench.algos.rl2.algorithm import RL2PPOConfig
+
+    return RL2PPOConfig
 
 
 # -- MAML-TRPO -------------------------------------------------------------------------------------
@@ -135,11 +136,6 @@ def _build_maml(
         raise
 
 
-MAML_TRPO = Implementation(
-    _maml_defaults, _build_maml, config="metabench.algos.maml.maml:MAMLTRPOConfig"
-)
-
-
 # -- NOP -------------------------------------------------------------------------------------------
 def _nop_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
     from metabench.algos.nop import NOPConfig
@@ -154,9 +150,6 @@ def _build_nop(
 
     env = spec.make_test_env(seed)
     return NOPAlgorithm(env.action_space, action=hyperparameters["action"], seed=seed)
-
-
-NOP = Implementation(_nop_defaults, _build_nop, config="metabench.algos.nop:NOPConfig")
 
 
 # -- CEM and CMA-ES: per-test-task policy search, no meta-learning ---------------------------------
@@ -219,6 +212,13 @@ def _build_cmaes(
     return CMAESAlgorithm(env.action_space, env.observation_space, seed=seed, **hyperparameters)
 
 
+RL2_PPO = Implementation(
+    _rl2_defaults, _build_rl2, config="metabench.algos.rl2.algorithm:RL2PPOConfig"
+)
+MAML_TRPO = Implementation(
+    _maml_defaults, _build_maml, config="metabench.algos.maml.maml:MAMLTRPOConfig"
+)
+NOP = Implementation(_nop_defaults, _build_nop, config="metabench.algos.nop:NOPConfig")
 CEM = Implementation(
     _cem_defaults,
     _build_cem,
