@@ -81,12 +81,6 @@ def _build_rl2(
     )
 
 
-def _rl2_config() -> type:
-    from metabench.algos.rl2.algorithm import RL2PPOConfig
-
-    return RL2PPOConfig
-
-
 # -- MAML-TRPO -------------------------------------------------------------------------------------
 def _maml_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
     from metabench.algos.maml.maml import MAMLTRPOConfig
