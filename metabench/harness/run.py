@@ -161,8 +161,8 @@ class RunDirectory:
 def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
     """The benchmark and the full configuration a run records (raises ``KeyError`` or
     ``ValueError`` for unknown names and bad hyperparameters)."""
-    spec = get_benchmark(settings.benchmark)
     entry = get_algorithm(settings.algorithm)
+    spec = benchmark_for(settings.benchmark, settings.algorithm)
     hyperparameters = entry.hyperparameters(spec, settings.hyperparameters)
     test_tasks = spec.test_tasks(settings.seed)
     config = {
@@ -182,6 +182,13 @@ def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }
     return spec, json.loads(json.dumps(config))  # exactly what config.json will read back
+
+
+def benchmark_for(benchmark: str, algorithm: str) -> BenchmarkSpec:
+    """The benchmark as ``algorithm`` runs it: with the task env kwargs its baseline file adds
+    (e.g. garage's action normalisation for MAML on HalfCheetah), for training and meta-test."""
+    spec = get_benchmark(benchmark)
+    return spec.with_env_kwargs(get_algorithm(algorithm).env_kwargs(spec))
 
 
 def build_algorithm(

@@ -14,13 +14,13 @@ from torch.utils.tensorboard import SummaryWriter
 
 from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import atomic_write_json
-from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.run import (
     RunDirectory,
     RunError,
     RunSettings,
+    benchmark_for,
     build_algorithm,
     make_evaluator,
     resolve,
@@ -158,7 +158,7 @@ def evaluate(
     config = run.read_config()
     if config is None:
         raise RunError(f"{run.path} is not a metabench run directory (no config.json)")
-    spec = get_benchmark(config["benchmark"])
+    spec = benchmark_for(config["benchmark"], config["algorithm"])
     if n_test_tasks is not None:
         spec = dataclasses.replace(spec, n_test_tasks=n_test_tasks)
     algo = build_algorithm(spec, config, None)

@@ -78,12 +78,33 @@ def test_exploration_policy_keeps_its_state_across_episodes():
     for _ in range(5):
         kept.get_action(obs)
     kept.reset()  # an episode start: RL2 keeps its memory
-    assert algo.adapt_policy(kept, None) is kept  # type: ignore[arg-type]
     assert not np.array_equal(kept.get_action(obs), fresh.get_action(obs))
     again = algo.get_exploration_policy()
     np.testing.assert_array_equal(
         again.get_action(obs), algo.get_exploration_policy().get_action(obs)
     )
+
+
+def test_adapted_policy_starts_every_test_episode_from_the_explored_state():
+    """garage's RL2AdaptedPolicy: each test episode acts from the hidden state exploration
+    ended with, not from where the previous test episode left it."""
+    config = RL2PPOConfig(deterministic_eval=True, meta_batch_size=2)
+    algo = RL2PPO("metabench/PointGoal-v0", config=config)
+    env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
+    obs, _ = env.reset(seed=0)
+    explored, reference = algo.get_exploration_policy(), algo.get_exploration_policy()
+    for _ in range(5):
+        explored.get_action(obs)
+        reference.get_action(obs)
+    adapted = algo.adapt_policy(explored, None)  # type: ignore[arg-type]
+    adapted.reset()
+    first = [adapted.get_action(obs) for _ in range(3)]
+    adapted.reset()
+    again = [adapted.get_action(obs) for _ in range(3)]
+    expected = [reference.get_action(obs) for _ in range(3)]
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(first, expected)
+    assert not np.array_equal(first[0], first[2])  # the state moves within an episode
 
 
 def test_wrap_env_adds_rl2_observation_and_rescales_small_action_boxes():

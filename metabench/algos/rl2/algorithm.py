@@ -127,6 +127,25 @@ class RL2ExplorationPolicy(Policy):
         return np.asarray(action[0])
 
 
+class RL2AdaptedPolicy(Policy):
+    """The recurrent policy after exploration: every test episode starts from the hidden state
+    that exploration ended with (garage's ``RL2AdaptedPolicy``, Meta-World+'s ``RL2Wrapped``),
+    so each test episode measures the adapted policy, not the one after the previous test."""
+
+    def __init__(self, explored: RL2ExplorationPolicy) -> None:
+        self.model = explored.model
+        self.deterministic = explored.deterministic
+        self._adapted = explored._state
+        self._explored = explored
+
+    def reset(self) -> None:
+        self._explored._state = self._adapted
+        self._explored._episode_start = np.zeros(1, dtype=bool)
+
+    def get_action(self, observation: np.ndarray) -> np.ndarray:
+        return self._explored.get_action(observation)
+
+
 def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
     """Present a bounded Box action space as [-1, 1], the scale SB3's Gaussian policy starts at
     (std 1); envs with other bounds would have almost every action clipped."""
@@ -239,11 +258,11 @@ class RL2PPO(MetaRLAlgorithm):
     def adapt_policy(
         self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
     ) -> Policy:
-        """RL2 adapts in its hidden state: the exploration policy goes on as the adapted one
-        (garage's ``RL2AdaptedPolicy``)."""
+        """RL2 adapts in its hidden state: the policy goes on from the state exploration ended
+        with, restored at the start of every test episode (:class:`RL2AdaptedPolicy`)."""
         if not isinstance(exploration_policy, RL2ExplorationPolicy):
             raise TypeError("adapt_policy needs the policy returned by get_exploration_policy()")
-        return exploration_policy
+        return RL2AdaptedPolicy(exploration_policy)
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         return rescale_actions(RL2Env(env, reward_scale=self.config.reward_scale))
