@@ -220,6 +220,20 @@ def test_pre_adaptation_return_gain_and_test_task_noise() -> None:
     assert f"| {summary.task_noise:.2f} |" in row
 
 
+def test_success_is_the_fraction_of_test_episodes_as_metaworld_counts_it() -> None:
+    """One success in three test episodes is a rate of 1/3 (Meta-World's evaluation), not a
+    solved task; the table and the per-env table both say 1/3."""
+    task = mw_task("reach-v3")
+    result = make_result(
+        "ML1", "x", 0, [[0.0, 0.0, 1.0, 1.0, 1.0]], n_exploration_eps=2,
+        successes=[[False, False, True, False, False]], tasks=[task],
+    )  # fmt: skip
+    summary = summarize([result])[0]
+    assert summary.test_success is not None
+    assert summary.test_success.mean == pytest.approx(1 / 3)
+    assert "| 0.333 |" in per_task_success_markdown([result])
+
+
 def test_duplicate_seeds_are_rejected() -> None:
     with pytest.raises(ValueError, match="seed"):
         group_runs([simple_run("B", "x", 0, 1.0), simple_run("B", "x", 0, 2.0)])

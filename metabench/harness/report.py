@@ -36,7 +36,7 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
         table.add_row(*row, *([f"{success[k]:.2f}"] if success is not None else []))
     summary = ["", "post-adaptation", f"{result.test_return:.2f}"]
     if success is not None:
-        rate = result.test_success_rate
+        rate = result.test_episode_success_rate  # Meta-World's rule: per test episode
         summary.append("n/a" if rate is None else f"{rate:.2f}")
     table.add_section()
     table.add_row(*summary)

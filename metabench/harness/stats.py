@@ -193,6 +193,13 @@ def _metatrain_return(result: Result) -> float | None:
     return None
 
 
+def episode_success_rate(aggregate: Mapping[str, Any]) -> float | None:
+    """The success rate a table reports: the fraction of test episodes that succeeded, Meta-World's
+    rule (``metaworld.evaluation``); a run recorded before it was stored gives its per-task rate."""
+    rate = aggregate.get("test_episode_success_rate", aggregate.get("test_success_rate"))
+    return None if rate is None else float(rate)
+
+
 def pre_adaptation_return(result: Result) -> float | None:
     """Mean return of a run's exploration episodes: the policy before ``adapt_policy`` (MAML's
     pre-update policy; RL2 while it explores)."""
@@ -220,14 +227,15 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
     """One :class:`Summary` per ``(benchmark, algorithm)``, sorted by benchmark and algorithm.
 
     Per seed, the meta-test numbers are that run's ``metatest.aggregate`` ``test_return`` and
-    ``test_success_rate``; the meta-train return is the first of :data:`METATRAIN_RETURN_KEYS` in
-    its ``metatrain`` dict. Seeds missing a number are left out of that metric.
+    :func:`episode_success_rate`; the meta-train return is the first of
+    :data:`METATRAIN_RETURN_KEYS` in its ``metatrain`` dict. Seeds missing a number are left
+    out of that metric.
     """
     summaries = []
     for (benchmark, algorithm), runs in group_runs(results).items():
         aggregates = [run["metatest"]["aggregate"] for run in runs]
         returns = _finite(a["test_return"] for a in aggregates)
-        successes = _finite(a.get("test_success_rate") for a in aggregates)
+        successes = _finite(episode_success_rate(a) for a in aggregates)
         train = _finite(_metatrain_return(run) for run in runs)
         pre = [pre_adaptation_return(run) for run in runs]
         gains = _finite(
@@ -404,11 +412,11 @@ def _env_name(task: Any) -> str | None:
 
 
 def _task_success(task: Mapping[str, Any]) -> float | None:
-    """1.0 if any test episode of the task succeeded, 0.0 if none, ``None`` if not reported."""
+    """The fraction of the task's test episodes that succeeded, ``None`` if not reported."""
     successes = task.get("episode_successes")
     if successes is None:
         return None
-    return float(any(successes[int(task["n_exploration_eps"]) :]))
+    return float(np.mean(successes[int(task["n_exploration_eps"]) :]))
 
 
 def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
@@ -416,7 +424,7 @@ def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
     algorithm (columns).
 
     Only tasks recorded as Meta-World tasks (``{"env_name": ..., "data": ...}``) that report
-    success count. A task succeeds if any of its test episodes did (as ``test_success_rate``).
+    success count. A task's rate is the fraction of its test episodes that succeeded.
     Each cell is the mean over seeds of that seed's success rate over its tasks of that env name
     (so all the goals of one env count together); "n/a" if the algorithm has no such task.
     The result is ``""`` if no run reports success on such tasks.
@@ -436,8 +444,8 @@ def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
     if not cells:
         return ""
     lines = [
-        "Post-adaptation success rate per env (a task succeeds if any test episode does): mean "
-        "over seeds of each seed's rate over the tasks of that env.",
+        "Post-adaptation success rate per env (the fraction of test episodes that succeeded, "
+        "Meta-World's rule): mean over seeds of each seed's rate over the tasks of that env.",
     ]
     for benchmark in sorted({key[0] for key in cells}):
         algorithms = sorted({key[1] for key in cells if key[0] == benchmark})

@@ -29,8 +29,8 @@ from metabench.harness.run import (
 
 def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int) -> None:
     writer.add_scalar("metatest/test_return", result.test_return, env_steps)
-    if result.test_success_rate is not None:
-        writer.add_scalar("metatest/test_success_rate", result.test_success_rate, env_steps)
+    if result.test_episode_success_rate is not None:
+        writer.add_scalar("metatest/test_success_rate", result.test_episode_success_rate, env_steps)
     for k, value in enumerate(result.return_per_episode):
         writer.add_scalar(f"metatest/return_episode_{k + 1}", value, env_steps)
 
