@@ -8,10 +8,32 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from metabench.harness.stats import Summary
+
+
+INTERRUPTED = "interrupted; run the same command to resume"
+"""What Ctrl-C prints (exit code 130): runs and grids resume from their checkpoints."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose errors are one line (``metabench train: error: ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0 (a seed), with an error that says so."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
+    return value
 
 
 def positive_int(text: str) -> int:
@@ -44,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     algorithms = load_algorithms()  # baselines/*.toml
     profiles = sorted({name for entry in algorithms.values() for name, _, _ in entry.profiles})
 
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="metabench",
         description="Meta-RL benchmarks: task envs, RL2 and MAML, meta-test evaluation.",
     )
@@ -61,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--episodes-per-trial", type=positive_int, default=2, help="episodes per trial (2)"
     )
-    demo.add_argument("--seed", type=int, default=0, help="seed for tasks and actions (0)")
+    demo.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed for tasks and actions (0)"
+    )
     demo.add_argument(
         "--no-metaworld", action="store_true", help="skip ML10 (saves ~10 s of set-up)"
     )
@@ -86,7 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="the algorithm: "
         + "; ".join(f"{name}: {entry.description}" for name, entry in algorithms.items()),
     )
-    train.add_argument("--seed", type=int, default=0, help="seed of training and test tasks")
+    train.add_argument(
+        "--seed", type=non_negative_int, default=0, help="seed of training and test tasks"
+    )
     train.add_argument(
         "--steps",
         type=positive_int,
@@ -107,6 +133,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--checkpoint-every", type=positive_int, default=10, help="checkpoint every N iterations"
+    )
+    train.add_argument(
+        "--cpus",
+        type=positive_int,
+        default=None,
+        help="cores the run may use: bounds its worker processes and torch threads, and is "
+        "recorded in config.json (metabench bench sets it from the baseline's cpus; default: no "
+        "bound)",
     )
     train.add_argument(
         "--set",
@@ -154,7 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=sorted(algorithms), metavar="ALGO",
         help=f"algorithms, from: {', '.join(sorted(algorithms))}",
     )  # fmt: skip
-    bench.add_argument("--seeds", nargs="+", type=int, default=[0], help="seeds")
+    bench.add_argument(
+        "--seeds", nargs="+", type=non_negative_int, default=[0],
+        help="seeds (a seed given twice runs once)",
+    )  # fmt: skip
     bench.add_argument(
         "--profile", default="quick", choices=profiles,
         help="budgets and settings from each baseline's [profiles.NAME]: quick (minutes per "
@@ -210,22 +247,50 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_output_file(path: Path, option: str) -> None:
+    """Raise :class:`~metabench.harness.run.RunError` unless ``path`` can be a file: not a
+    folder, in a folder that exists."""
+    from metabench.harness.run import RunError
+
+    if path.is_dir():
+        raise RunError(f"{option} {path} is a folder: give a file name, e.g. {path / 'README.md'}")
+    if not path.parent.is_dir():
+        raise RunError(
+            f"{option} {path}: its folder {path.parent} does not exist: create it or choose "
+            f"another {option}"
+        )
+
+
+def check_output_folder(path: Path, option: str) -> None:
+    """Raise :class:`~metabench.harness.run.RunError` if ``path`` exists and is not a folder."""
+    from metabench.harness.run import RunError
+
+    if path.exists() and not path.is_dir():
+        raise RunError(f"{option} {path} is a file: give a folder for the plots")
+
+
 def write_tables(results: Path, markdown: Path | None) -> tuple[list[Path], list[Summary]]:
     """Regenerate the Markdown page, the CSV summary and the plots of ``results``; the files
-    written, and the summaries they show."""
+    written, and the summaries they show. A result file the tables cannot use is named in a
+    warning (on stderr) and left out."""
     from metabench.harness.atomic import atomic_write_bytes
     from metabench.harness.plots import plot_adaptation_curves
     from metabench.harness.stats import summarize, summary_csv
     from metabench.harness.tables import collect_results, results_markdown
 
     markdown = markdown or results / "README.md"
-    runs = collect_results(results)
+    check_output_file(markdown, "--out")
+    runs = collect_results(results, warn=print_warning)
     summaries = summarize(runs)
     atomic_write_bytes(markdown, results_markdown(results, runs, summaries).encode())
     csv_path = results / "summary.csv"
     atomic_write_bytes(csv_path, summary_csv(summaries).encode())
     plots = plot_adaptation_curves([result for _, result in runs], results / "plots")
     return [markdown, csv_path, *plots], summaries
+
+
+def print_warning(message: str) -> None:
+    print(f"metabench: warning: {message}", file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -249,6 +314,7 @@ def _run(args: argparse.Namespace) -> None:
                 eval_every=args.eval_every,
                 checkpoint_every=args.checkpoint_every,
                 command=" ".join(["metabench", *sys.argv[1:]]),
+                cpus=args.cpus,
             )
         )
     elif args.command == "bench":
@@ -289,8 +355,10 @@ def _run(args: argparse.Namespace) -> None:
 
         if not args.results.is_dir():
             raise ValueError(f"--results {args.results} is not a folder")
-        runs = [result for _, result in collect_results(args.results)]
-        for path in plot_adaptation_curves(runs, args.out or args.results / "plots"):
+        out = args.out or args.results / "plots"
+        check_output_folder(out, "--out")
+        runs = [result for _, result in collect_results(args.results, warn=print_warning)]
+        for path in plot_adaptation_curves(runs, out):
             print(f"wrote {path}")
     elif args.command == "evaluate":
         from metabench.harness.training import evaluate
@@ -315,6 +383,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = error.args[0] if isinstance(error, KeyError) and error.args else error
         print(f"metabench: error: {message}", file=sys.stderr)
         return 1
+    except OSError as error:  # a file that cannot be written or read: say which, and why
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"metabench: error: {where}{error.strerror or error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"metabench: {INTERRUPTED}", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -17,12 +17,15 @@ observes is the task env passed through :meth:`MetaRLAlgorithm.wrap_env` (RL2 ad
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from metabench.data import EpisodeBatch
+from metabench.rng import isolated_global_rng
 
 
 class Policy(abc.ABC):
@@ -64,6 +67,18 @@ class MetaRLAlgorithm(abc.ABC):
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """The env this algorithm's policies observe, built around a task env."""
         return env
+
+    @contextmanager
+    def evaluation_streams(self, seed: int) -> Iterator[None]:
+        """Inside the block, meta-test policies draw their randomness from streams seeded with
+        ``seed``; afterwards every random state training uses is as it was before the block.
+
+        A meta-test during training (``--eval-every``) runs inside it, so it cannot change what
+        training does next. The default isolates torch's, NumPy's and Python's global
+        generators; an algorithm with generators of its own for meta-test extends it.
+        """
+        with isolated_global_rng(seed):
+            yield
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps to continue training; algorithms that train override it."""

@@ -10,13 +10,34 @@ the exploration episodes of a task drive the search.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from metabench.algos.policy_search import PolicySearch, Search, check_count, check_positive
+from metabench.validation import check_config, check_number, option
 
-__all__ = ["CEM", "CEMSearch"]
+__all__ = ["CEM", "CEMConfig", "CEMSearch"]
+
+
+@dataclass(frozen=True)
+class CEMConfig:
+    """CEM's hyperparameters (garage's CEM, elite fraction 0.2): defaults, ranges, docs."""
+
+    n_samples: int = option(10, "candidates per generation (each plays one episode)", low=2)
+    best_frac: float = option(
+        0.2, "fraction of each generation the Gaussian is refit to", low=0.0, high=1.0,
+        low_open=True,
+    )  # fmt: skip
+    init_std: float = option(1.0, "initial std of every parameter", low=0.0, low_open=True)
+    extra_std: float = option(1.0, "std added to the sampling, decaying to 0", low=0.0)
+    extra_decay_time: float = option(
+        10.0, "generations the extra std takes to decay", low=0.0, low_open=True
+    )
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
 
 class CEMSearch(Search):
@@ -113,8 +134,10 @@ class CEM(PolicySearch):
         self.n_samples = check_count(
             "n_samples", n_samples, 2, "CEM needs at least two candidates per generation to select"
         )
-        ok = isinstance(best_frac, (int, float, np.integer, np.floating))
-        fraction = float(best_frac) if ok and not isinstance(best_frac, bool) else math.nan
+        try:
+            fraction = check_number("best_frac", best_frac)
+        except ValueError:
+            fraction = math.nan
         if not 0 < fraction <= 1:
             raise ValueError(
                 f"best_frac must be in (0, 1], the fraction of each generation the "

@@ -8,14 +8,29 @@ covariance from their returns (it minimises, so it is told the negative returns)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import cma
 import numpy as np
 
 from metabench.algos.policy_search import PolicySearch, Search, check_count, check_positive
+from metabench.validation import check_config, option
 
-__all__ = ["CMAES", "CMASearch"]
+__all__ = ["CMAES", "CMAESConfig", "CMASearch"]
+
+
+@dataclass(frozen=True)
+class CMAESConfig:
+    """CMA-ES's hyperparameters: defaults, ranges, docs."""
+
+    n_samples: int | None = option(
+        None, "candidates per generation (each plays one episode); null: cma's default", low=2
+    )
+    sigma0: float = option(1.0, "initial step size", low=0.0, low_open=True)
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
 
 class CMASearch(Search):

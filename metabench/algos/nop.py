@@ -8,6 +8,9 @@ difference between its exploration and test episodes comes from the env alone.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import gymnasium as gym
@@ -16,10 +19,23 @@ from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.data import EpisodeBatch
+from metabench.validation import check_config, check_count, option
 
-__all__ = ["NOP", "NOPPolicy"]
+__all__ = ["NOP", "NOPConfig", "NOPPolicy"]
 
 ACTIONS = ("zero", "random")
+
+
+@dataclass(frozen=True)
+class NOPConfig:
+    """NOP's one setting."""
+
+    action: Literal["zero", "random"] = option(
+        "zero", "zero: the all-zero action; random: uniform samples of the action space"
+    )
+
+    def __post_init__(self) -> None:
+        check_config(self)
 
 
 def _zero_action(space: gym.spaces.Space[Any]) -> np.ndarray:
@@ -113,11 +129,19 @@ class NOP(MetaRLAlgorithm):
 
     def train(self, n_iterations: int) -> None:
         """Learn nothing; only count ``n_iterations``."""
-        if isinstance(n_iterations, bool) or not isinstance(n_iterations, (int, np.integer)):
-            raise ValueError(f"n_iterations must be an integer, got {n_iterations!r}")
-        if n_iterations < 0:
-            raise ValueError(f"n_iterations must be >= 0, got {n_iterations}")
-        self.n_iterations += int(n_iterations)
+        self.n_iterations += check_count("n_iterations", n_iterations, 0)
+
+    @contextmanager
+    def evaluation_streams(self, seed: int) -> Iterator[None]:
+        """Exploration policies seeded from ``seed`` inside the block; this algorithm's own
+        generator (and the global ones) are restored afterwards."""
+        saved = self._rng
+        try:
+            self._rng = np.random.default_rng(seed)
+            with super().evaluation_streams(seed):
+                yield
+        finally:
+            self._rng = saved
 
     def get_exploration_policy(self) -> NOPPolicy:
         return NOPPolicy(self.action_space, self.action, self._rng)

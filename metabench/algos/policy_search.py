@@ -30,8 +30,9 @@ Budget
 from __future__ import annotations
 
 import abc
-import math
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gymnasium as gym
@@ -40,6 +41,7 @@ from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.data import EpisodeBatch
+from metabench.validation import check_count, check_number
 from metabench.wrappers import RL2Env
 
 __all__ = ["LinearPolicy", "PolicySearch", "Search", "SearchPolicy", "check_spaces"]
@@ -62,19 +64,9 @@ def check_spaces(
     return action_space, observation_space
 
 
-def check_count(name: str, value: Any, minimum: int, fix: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}: {fix}")
-    return int(value)
-
-
 def check_positive(name: str, value: Any, allow_zero: bool = False) -> float:
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    number = float(value) if ok else math.nan
-    if not (math.isfinite(number) and (number >= 0 if allow_zero else number > 0)):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-    return number
+    """``value`` as a finite float ``> 0`` (``>= 0`` with ``allow_zero``), else ``ValueError``."""
+    return check_number(name, value, low=0.0, low_open=not allow_zero)
 
 
 class LinearPolicy(Policy):
@@ -301,6 +293,18 @@ class PolicySearch(MetaRLAlgorithm):
                 f"{env.action_space}: build it from this env's spaces"
             )
         return RL2Env(env)
+
+    @contextmanager
+    def evaluation_streams(self, seed: int) -> Iterator[None]:
+        """Exploration policies seeded from ``seed`` inside the block; this algorithm's own
+        generator (and the global ones) are restored afterwards."""
+        saved = self._rng
+        try:
+            self._rng = np.random.default_rng(seed)
+            with super().evaluation_streams(seed):
+                yield
+        finally:
+            self._rng = saved
 
     def get_exploration_policy(self) -> SearchPolicy:
         """A new search, seeded from this algorithm's generator, as a policy."""

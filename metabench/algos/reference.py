@@ -17,23 +17,22 @@ iterations end at episode boundaries and a resumed run continues exactly.
 
 from __future__ import annotations
 
-import dataclasses
 import math
-import random
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch as th
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.rl2.algorithm import rescale_actions
 from metabench.data import EpisodeBatch
+from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.tasks.base import Task, TaskSampler
+from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN
 
@@ -97,49 +96,33 @@ class TaskInObservation(gym.ObservationWrapper[np.ndarray, Any, np.ndarray]):
 
 @dataclass(frozen=True)
 class ReferenceConfig:
-    """Hyperparameters of the reference PPO (Stable-Baselines3's PPO defaults, except where
-    noted).
+    """Hyperparameters of the reference PPO: Stable-Baselines3's PPO defaults, with one episode
+    per sub-env per iteration."""
 
-    :param oracle: append the task to the observation (``oracle``) or not (``multitask``).
-    :param n_envs: sub-envs, each with its own task; one episode each per iteration.
-    :param n_minibatches: minibatches per epoch (the PPO minibatch is the iteration's steps
-        divided by it: 250 for 20 episodes of 100 steps).
-    :param hidden_sizes: the MLP of the policy and of the value function.
-    :param log_std_init: initial log standard deviation of the Gaussian policy.
-    :param deterministic_eval: act with the distribution's mean at meta-test (the usual way a
-        PPO policy is evaluated).
-    """
-
-    oracle: bool = False
-    n_envs: int = 20
-    learning_rate: float = 3e-4
-    n_minibatches: int = 8
-    n_epochs: int = 10
-    discount: float = 0.99
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    ent_coef: float = 0.0
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    hidden_sizes: tuple[int, ...] = (64, 64)
-    log_std_init: float = 0.0
-    deterministic_eval: bool = True
+    n_envs: int = option(
+        20, "sub-envs, each with its own task; one episode each per iteration", low=1
+    )
+    learning_rate: float = option(3e-4, "Adam step size", low=0.0, low_open=True)
+    n_minibatches: int = option(
+        8, "minibatches per epoch (the minibatch is the iteration's steps divided by it)", low=1
+    )
+    n_epochs: int = option(10, "PPO epochs per iteration", low=1)
+    discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
+    gae_lambda: float = option(0.95, "GAE lambda", low=0.0, high=1.0)
+    clip_range: float = option(0.2, "PPO clipping of the probability ratio", low=0.0, low_open=True)
+    ent_coef: float = option(0.0, "entropy bonus coefficient", low=0.0)
+    vf_coef: float = option(0.5, "value loss coefficient", low=0.0)
+    max_grad_norm: float = option(0.5, "gradient clipping norm", low=0.0, low_open=True)
+    hidden_sizes: tuple[int, ...] = option(
+        (64, 64), "hidden layers of the policy and of the value function (tanh)", low=1
+    )
+    log_std_init: float = option(0.0, "initial log standard deviation of the Gaussian policy")
+    deterministic_eval: bool = option(
+        True, "act with the distribution's mean at meta-test (how a PPO policy is evaluated)"
+    )
 
     def __post_init__(self) -> None:
-        for name in ("n_envs", "n_minibatches", "n_epochs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        for name in ("learning_rate", "clip_range"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
-        if not (0.0 <= self.discount <= 1.0 and 0.0 <= self.gae_lambda <= 1.0):
-            raise ValueError("discount and gae_lambda must lie in [0, 1]")
-        if not self.hidden_sizes or any(
-            isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in self.hidden_sizes
-        ):
-            raise ValueError(f"hidden_sizes must be positive integers, got {self.hidden_sizes!r}")
+        check_config(self)
 
 
 class _EpisodeReturns(BaseCallback):
@@ -175,13 +158,15 @@ class ReferencePPO(MetaRLAlgorithm):
     :param env: a task env id or a task env factory.
     :param sampler: training tasks; ``None`` uses the task env's ``sample_tasks``.
     :param config: hyperparameters.
+    :param oracle: append the task to the observation (``oracle``) or not (``multitask``).
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env.
 
     Example::
 
         >>> import metabench
-        >>> algo = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=4))
+        >>> config = ReferenceConfig(n_envs=4)
+        >>> algo = ReferencePPO("metabench/PointGoal-v0", config=config, oracle=True)
         >>> algo.steps_per_iteration  # 4 episodes of 20 steps
         80
     """
@@ -191,11 +176,13 @@ class ReferencePPO(MetaRLAlgorithm):
         env: Any,
         sampler: TaskSampler | None = None,
         config: ReferenceConfig | None = None,
+        oracle: bool = False,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
     ) -> None:
         self.config = config = config or ReferenceConfig()
+        self.oracle = oracle
         self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
             env,
             config.n_envs,
@@ -234,7 +221,7 @@ class ReferencePPO(MetaRLAlgorithm):
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """The oracle's task-augmented observation; actions presented as [-1, 1] to SB3."""
-        return rescale_actions(TaskInObservation(env) if self.config.oracle else env)
+        return rescale_actions(TaskInObservation(env) if self.oracle else env)
 
     def train(self, n_iterations: int) -> dict[str, float]:
         """``n_iterations`` PPO iterations of one episode per sub-env; their mean return."""
@@ -245,7 +232,7 @@ class ReferencePPO(MetaRLAlgorithm):
             total_timesteps=n_iterations * self.steps_per_iteration,
             callback=returns,
             reset_num_timesteps=False,
-            tb_log_name="oracle" if self.config.oracle else "multitask",
+            tb_log_name="oracle" if self.oracle else "multitask",
         )
         self.iterations += n_iterations
         mean = float(np.mean(returns.returns)) if returns.returns else math.nan
@@ -264,26 +251,23 @@ class ReferencePPO(MetaRLAlgorithm):
     def state_dict(self) -> dict[str, Any]:
         """Weights, optimizer, counters, task schedule and the global generators SB3 draws from."""
         return {
-            "config": dataclasses.asdict(self.config),
+            "config": config_dict(self.config),
+            "oracle": self.oracle,
             "policy": self.model.policy.state_dict(),
             "optimizer": self.model.policy.optimizer.state_dict(),
             "iterations": self.iterations,
             "num_timesteps": self.model.num_timesteps,
             "tasks": self.venv.state_dict(),
-            "torch_rng": th.get_rng_state(),
-            "numpy_rng": np.random.get_state(),
-            "python_rng": random.getstate(),
+            "global_rng": global_rng_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("config") != dataclasses.asdict(self.config):
-            raise ValueError("checkpoint was written with a different ReferenceConfig")
+        if state.get("config") != config_dict(self.config) or state.get("oracle") != self.oracle:
+            raise ValueError("checkpoint was written with a different ReferenceConfig or oracle")
         self.model.policy.load_state_dict(state["policy"])
         self.model.policy.optimizer.load_state_dict(state["optimizer"])
         self.iterations = int(state["iterations"])
         self.model.num_timesteps = int(state["num_timesteps"])
         self.venv.load_state_dict(state["tasks"])
-        th.set_rng_state(state["torch_rng"])
-        np.random.set_state(state["numpy_rng"])
-        random.setstate(state["python_rng"])
+        set_global_rng_state(state["global_rng"])
         self.model._last_obs = None  # the next learn() resets the envs: a fresh episode

@@ -9,7 +9,6 @@ overrides of the run (``--set``, or a grid profile's ``set``). Every one ends up
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import functools
 import importlib
@@ -22,9 +21,12 @@ import gymnasium as gym
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.harness.benchmarks import BenchmarkSpec, load_benchmarks
-from metabench.harness.specfiles import SpecError, SpecFile, check_table, read_specs
+from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_line, read_specs
+from metabench.validation import Layer, config_dict, resolve_config
 
-Builder = Callable[[BenchmarkSpec, int, dict[str, Any], "str | None"], MetaRLAlgorithm]
+Builder = Callable[..., MetaRLAlgorithm]
+"""``build(spec, seed, hyperparameters, log_dir)`` makes the algorithm; a builder that also takes
+``cpus=`` (the cores the run may use, or ``None``) gets it and bounds its worker processes."""
 
 
 @dataclass(frozen=True)
@@ -34,30 +36,34 @@ class Implementation:
     :param defaults: every hyperparameter with its default on a benchmark (the names it takes).
     :param build: makes the algorithm from a benchmark, a seed and resolved hyperparameters.
     :param check: validates (and normalises) a full set of hyperparameters; raises ``ValueError``.
+    :param config: ``"module:Class"`` of the algorithm's frozen config dataclass (fields made
+        with :func:`metabench.validation.option`), imported when first needed: every value is
+        checked against its field's type and range where it was set, and recorded as the field
+        normalises it.
+    :param check_benchmark: raises ``ValueError`` (naming the fix) when resolved
+        hyperparameters cannot work on a benchmark.
     """
 
     defaults: Callable[[BenchmarkSpec], dict[str, Any]]
     build: Builder
     check: Callable[[dict[str, Any]], dict[str, Any]] = dict
+    config: str | None = None
+    check_benchmark: Callable[[BenchmarkSpec, dict[str, Any]], None] | None = None
 
-
-def signature_defaults(callable_: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    """The defaults of ``names`` in ``callable_``'s signature (one source of truth: the class)."""
-    parameters = inspect.signature(callable_).parameters
-    return {name: parameters[name].default for name in names}
+    def config_class(self) -> type | None:
+        """The class :attr:`config` names (``None`` when there is none)."""
+        if self.config is None:
+            return None
+        module, _, name = self.config.partition(":")
+        config: type = getattr(importlib.import_module(module), name)
+        return config
 
 
 # -- RL2-PPO ---------------------------------------------------------------------------------------
 def _rl2_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
     from metabench.algos.rl2.algorithm import RL2PPOConfig
 
-    return {**dataclasses.asdict(RL2PPOConfig()), "episodes_per_trial": spec.episodes_per_trial}
-
-
-def _rl2_check(values: dict[str, Any]) -> dict[str, Any]:
-    from metabench.algos.rl2.algorithm import RL2PPOConfig
-
-    return dataclasses.asdict(RL2PPOConfig(**values))
+    return {**config_dict(RL2PPOConfig()), "episodes_per_trial": spec.episodes_per_trial}
 
 
 def _build_rl2(
@@ -75,58 +81,54 @@ def _build_rl2(
     )
 
 
-RL2_PPO = Implementation(_rl2_defaults, _build_rl2, _rl2_check)
+def _rl2_config() -> type:
+    from metabench.algos.rl2.algorithm import RL2PPOConfig
+
+    return RL2PPOConfig
 
 
 # -- MAML-TRPO -------------------------------------------------------------------------------------
-MAML_HYPERPARAMETERS = (
-    "meta_batch_size", "episodes_per_task", "inner_lr", "num_grad_updates", "first_order",
-    "discount", "gae_lambda", "max_kl", "cg_iters", "cg_damping", "ls_steps", "ls_ratio",
-    "hidden_sizes", "init_std",
-)  # fmt: skip
-
-
 def _maml_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
-    from metabench.algos.maml import MAMLTRPO
+    from metabench.algos.maml.maml import MAMLTRPOConfig
 
-    values = signature_defaults(MAMLTRPO, MAML_HYPERPARAMETERS)
-    return {**values, "hidden_sizes": list(values["hidden_sizes"])}
-
-
-def _maml_check(values: dict[str, Any]) -> dict[str, Any]:
-    return {**values, "hidden_sizes": list(values["hidden_sizes"])}
+    return config_dict(MAMLTRPOConfig())
 
 
 def _build_maml(
-    spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+    spec: BenchmarkSpec,
+    seed: int,
+    hyperparameters: dict[str, Any],
+    log_dir: str | None,
+    cpus: int | None = None,
 ) -> MetaRLAlgorithm:
-    from metabench.algos.maml import MAMLTRPO
+    from metabench.algos.maml.maml import MAMLTRPO, MAMLTRPOConfig
 
-    values = dict(hyperparameters)
-    values["hidden_sizes"] = tuple(values["hidden_sizes"])
+    config = MAMLTRPOConfig(**hyperparameters)
     env_kwargs = spec.train_env_kwargs(seed)
-    num_envs = values["meta_batch_size"] * values["episodes_per_task"]
+    num_envs = config.meta_batch_size * config.episodes_per_task
     vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
     if spec.metaworld is not None:
-        # Meta-World: the sub-envs sharded across worker processes, one per core, each
-        # stepping its shard in a loop (the same envs and results as stepping them in-process)
+        # Meta-World: the sub-envs sharded across worker processes, one per core (at most
+        # `cpus`), each stepping its shard in a loop (the same results as in-process)
         from metabench.vector.sharded import make_sharded_task_env
 
-        vec_env = make_sharded_task_env(spec.env_id, num_envs, **env_kwargs)
+        vec_env = make_sharded_task_env(spec.env_id, num_envs, n_workers=cpus, **env_kwargs)
     elif gym.spec(spec.env_id).vector_entry_point is not None:
         # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
         # Python env per episode; the sampler talks to both through the same API
+        # (stepped on at most `cpus` processes, the calling one included: same results)
+        kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"nthread": cpus})}
         vec_env = gym.make_vec(
-            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **env_kwargs
+            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
         )
     try:
         return MAMLTRPO(
             spec.env_id,
             spec.train_sampler(seed),
+            config,
             seed=seed,
             env_kwargs=env_kwargs,
             vec_env=vec_env,
-            **values,
         )
     except BaseException:
         if vec_env is not None:  # do not leak its worker processes
@@ -134,14 +136,11 @@ def _build_maml(
         raise
 
 
-MAML_TRPO = Implementation(_maml_defaults, _build_maml, _maml_check)
-
-
 # -- NOP -------------------------------------------------------------------------------------------
-def _nop_check(values: dict[str, Any]) -> dict[str, Any]:
-    if values["action"] not in ("zero", "random"):
-        raise ValueError(f"NOP takes action='zero' or 'random', got {values['action']!r}")
-    return values
+def _nop_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
+    from metabench.algos.nop import NOPConfig
+
+    return config_dict(NOPConfig())
 
 
 def _build_nop(
@@ -153,9 +152,6 @@ def _build_nop(
     return NOPAlgorithm(env.action_space, action=hyperparameters["action"], seed=seed)
 
 
-NOP = Implementation(lambda spec: {"action": "zero"}, _build_nop, _nop_check)
-
-
 # -- CEM and CMA-ES: per-test-task policy search, no meta-learning ---------------------------------
 def _search_population(spec: BenchmarkSpec) -> int:
     """Candidates per generation that fit the benchmark's exploration episodes: all of them in
@@ -164,11 +160,32 @@ def _search_population(spec: BenchmarkSpec) -> int:
     return max(2, episodes if episodes < 4 else episodes // 2)
 
 
-def _cem_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
-    from metabench.algos.cem import CEM as CEMAlgorithm
+def _check_generation(name: str) -> Callable[[BenchmarkSpec, dict[str, Any]], None]:
+    """A check that one generation of ``name``'s search fits the benchmark's exploration
+    episodes: with fewer, the search never updates and scores exactly as NOP does."""
 
-    names = ("best_frac", "init_std", "extra_std", "extra_decay_time")
-    return {"n_samples": _search_population(spec), **signature_defaults(CEMAlgorithm, names)}
+    def check(spec: BenchmarkSpec, values: dict[str, Any]) -> None:
+        n_samples, episodes = values.get("n_samples"), spec.n_exploration_eps
+        if n_samples is not None and n_samples > episodes:
+            fix = (
+                f"set n_samples to at most {episodes} (--set n_samples={episodes})"
+                if episodes >= 2
+                else f"raise [evaluation] exploration_episodes to at least 2 in {spec.path}, or "
+                f"use another algorithm"
+            )
+            raise ValueError(
+                f"{name} on {spec.name}: one generation of n_samples={n_samples} candidates "
+                f"needs {n_samples} exploration episodes but the benchmark gives {episodes}, so "
+                f"the search would never update (it would score as NOP): {fix}"
+            )
+
+    return check
+
+
+def _cem_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
+    from metabench.algos.cem import CEMConfig
+
+    return {**config_dict(CEMConfig()), "n_samples": _search_population(spec)}
 
 
 def _build_cem(
@@ -181,12 +198,9 @@ def _build_cem(
 
 
 def _cmaes_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
-    from metabench.algos.cmaes import CMAES as CMAESAlgorithm
+    from metabench.algos.cmaes import CMAESConfig
 
-    return {
-        "n_samples": _search_population(spec),
-        **signature_defaults(CMAESAlgorithm, ("sigma0",)),
-    }
+    return {**config_dict(CMAESConfig()), "n_samples": _search_population(spec)}
 
 
 def _build_cmaes(
@@ -198,26 +212,32 @@ def _build_cmaes(
     return CMAESAlgorithm(env.action_space, env.observation_space, seed=seed, **hyperparameters)
 
 
-CEM = Implementation(_cem_defaults, _build_cem)
-CMAES = Implementation(_cmaes_defaults, _build_cmaes)
+RL2_PPO = Implementation(
+    _rl2_defaults, _build_rl2, config="metabench.algos.rl2.algorithm:RL2PPOConfig"
+)
+MAML_TRPO = Implementation(
+    _maml_defaults, _build_maml, config="metabench.algos.maml.maml:MAMLTRPOConfig"
+)
+NOP = Implementation(_nop_defaults, _build_nop, config="metabench.algos.nop:NOPConfig")
+CEM = Implementation(
+    _cem_defaults,
+    _build_cem,
+    config="metabench.algos.cem:CEMConfig",
+    check_benchmark=_check_generation("CEM"),
+)
+CMAES = Implementation(
+    _cmaes_defaults,
+    _build_cmaes,
+    config="metabench.algos.cmaes:CMAESConfig",
+    check_benchmark=_check_generation("CMA-ES"),
+)
 
 
 # -- oracle and multitask: PPO references (task in the observation, or not) ------------------------
 def _reference_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
     from metabench.algos.reference import ReferenceConfig
 
-    values = dataclasses.asdict(ReferenceConfig())
-    del values["oracle"]  # fixed by the algorithm's name, not a hyperparameter
-    return {**values, "hidden_sizes": list(values["hidden_sizes"])}
-
-
-def _reference_check(values: dict[str, Any]) -> dict[str, Any]:
-    from metabench.algos.reference import ReferenceConfig
-
-    config = ReferenceConfig(**{**values, "hidden_sizes": tuple(values["hidden_sizes"])})
-    checked = {**dataclasses.asdict(config), "hidden_sizes": list(config.hidden_sizes)}
-    del checked["oracle"]
-    return checked
+    return config_dict(ReferenceConfig())
 
 
 def _build_reference(
@@ -229,11 +249,11 @@ def _build_reference(
 ) -> MetaRLAlgorithm:
     from metabench.algos.reference import ReferenceConfig, ReferencePPO
 
-    values = {**hyperparameters, "hidden_sizes": tuple(hyperparameters["hidden_sizes"])}
     return ReferencePPO(
         spec.env_id,
         sampler=spec.train_sampler(seed),
-        config=ReferenceConfig(oracle=oracle, **values),
+        config=ReferenceConfig(**hyperparameters),
+        oracle=oracle,
         seed=seed,
         env_kwargs=spec.train_env_kwargs(seed),
         tensorboard_log=log_dir,
@@ -241,10 +261,14 @@ def _build_reference(
 
 
 ORACLE = Implementation(
-    _reference_defaults, functools.partial(_build_reference, True), _reference_check
+    _reference_defaults,
+    functools.partial(_build_reference, True),
+    config="metabench.algos.reference:ReferenceConfig",
 )
 MULTITASK = Implementation(
-    _reference_defaults, functools.partial(_build_reference, False), _reference_check
+    _reference_defaults,
+    functools.partial(_build_reference, False),
+    config="metabench.algos.reference:ReferenceConfig",
 )
 
 
@@ -265,6 +289,8 @@ class Setting:
     source: str
     values: dict[str, Any] = field(default_factory=dict)
     steps: int | None = None
+    places: dict[str, str] = field(default_factory=dict)
+    """``file:line`` of each value, for errors."""
     env: dict[str, Any] = field(default_factory=dict)
     """Task env kwargs the algorithm's published setup adds on the benchmark (``env = {...}``)."""
 
@@ -276,6 +302,8 @@ class ProfileSettings:
     steps: int
     overrides: dict[str, Any]
     sources: tuple[str, ...]
+    places: dict[str, str] = field(default_factory=dict)
+    """``file:line`` of each override, for errors."""
 
 
 @dataclass(frozen=True)
@@ -323,27 +351,56 @@ class AlgorithmEntry:
         """Where the hyperparameters of a run on ``benchmark`` come from."""
         return [self.source, *(setting.source for setting in self.settings_for(benchmark))]
 
-    def hyperparameters(self, spec: BenchmarkSpec, overrides: dict[str, Any]) -> dict[str, Any]:
-        """Every hyperparameter of a run on ``spec``: defaults, the file's tables, ``overrides``.
+    def hyperparameters(
+        self,
+        spec: BenchmarkSpec,
+        overrides: dict[str, Any],
+        where: str = "--set",
+        places: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Every hyperparameter of a run on ``spec``: defaults, the file's tables, ``overrides``
+        (set at ``where``, or per name at ``places``), each checked where it was set.
 
-        :raises ValueError: an unknown name (saying where it was set) or a bad value.
+        :raises ValueError: an unknown name or a bad value, saying where it was set.
         """
-        values = self.implementation.defaults(spec)
-        layers = [(setting.where, setting.values) for setting in self.settings_for(spec.name)]
-        for where, layer in [*layers, ("--set", overrides)]:
-            unknown = sorted(set(layer) - set(values))
+        implementation = self.implementation
+        defaults = implementation.defaults(spec)
+        layers = [Layer(defaults, f"{self.name}'s defaults")]
+        layers += [
+            Layer(setting.values, setting.where, setting.places)
+            for setting in self.settings_for(spec.name)
+        ]
+        layers.append(Layer(overrides, where, places or {}))
+        for layer in layers[1:]:
+            unknown = sorted(set(layer.values) - set(defaults))
             if unknown:
                 raise ValueError(
-                    f"{where}: unknown hyperparameter(s) {', '.join(unknown)} of {self.name}; "
-                    f"valid: {', '.join(sorted(values))}"
+                    f"{layer.place(unknown[0])}: unknown hyperparameter(s) {', '.join(unknown)} "
+                    f"of {self.name}; valid: {', '.join(sorted(defaults))}"
                 )
-            values.update(layer)
-        return self.implementation.check(values)
+        config = implementation.config_class()
+        if config is not None:
+            values = config_dict(resolve_config(config, layers))
+        else:
+            values = {name: value for layer in layers for name, value in layer.values.items()}
+        values = implementation.check(values)
+        if implementation.check_benchmark is not None:
+            implementation.check_benchmark(spec, values)
+        return values
 
     def build(
-        self, spec: BenchmarkSpec, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+        self,
+        spec: BenchmarkSpec,
+        seed: int,
+        hyperparameters: dict[str, Any],
+        log_dir: str | None,
+        cpus: int | None = None,
     ) -> MetaRLAlgorithm:
-        return self.implementation.build(spec, seed, hyperparameters, log_dir)
+        """The algorithm, with at most ``cpus`` worker processes when its builder takes it."""
+        build = self.implementation.build
+        if cpus is not None and "cpus" in inspect.signature(build).parameters:
+            return build(spec, seed, hyperparameters, log_dir, cpus=cpus)
+        return build(spec, seed, hyperparameters, log_dir)
 
     def profile(self, name: str, benchmark: str) -> ProfileSettings:
         """The budget and overrides of profile ``name`` on ``benchmark``."""
@@ -351,13 +408,15 @@ class AlgorithmEntry:
             if profile == name:
                 matches = [s for p, s in per_benchmark if fnmatch.fnmatchcase(benchmark, p)]
                 steps, overrides = setting.steps, dict(setting.values)
+                places = dict(setting.places)
                 for match in matches:
                     steps = match.steps if match.steps is not None else steps
                     overrides.update(match.values)
+                    places.update(match.places)
                 if steps is None:
                     raise SpecError(f"{self.path}: [profiles.{name}] sets no steps for {benchmark}")
                 sources = (setting.source, *(match.source for match in matches))
-                return ProfileSettings(steps, overrides, tuple(s for s in sources if s))
+                return ProfileSettings(steps, overrides, tuple(s for s in sources if s), places)
         names = ", ".join(profile for profile, _, _ in self.profiles) or "none"
         raise KeyError(f"{self.path} has no profile {name!r}; its profiles: {names}")
 
@@ -383,14 +442,24 @@ def _setting(spec: SpecFile, table: dict[str, Any], where: str, schema: Any = No
         values = {key: value for key, value in table.items() if key not in ("source", "env")}
         if not isinstance(table.get("source"), str):
             raise spec.error(f'[{where}] needs source = "where these settings come from"')
+        places = {key: _place(spec, key, where) for key in values}
         env = check_table(spec, table.get("env", {}), None, where=f"{where}.env")
-        return Setting(f"{spec.path} [{where}]", table["source"], values, env=env)
+        return Setting(f"{spec.path} [{where}]", table["source"], values, places=places, env=env)
     checked = check_table(spec, table, schema, where=where, required=("source",))
     steps = checked.get("steps")
     if steps is not None and steps < 1:
         raise spec.error(f"steps must be at least 1, got {steps}", "steps", where)
     values = check_table(spec, checked.get("set", {}), None, where=f"{where}.set")
-    return Setting(f"{spec.path} [{where}]", checked["source"], values, steps)
+    place = _place(spec, "set", where)  # an inline table: its keys share the line of `set`
+    return Setting(
+        f"{spec.path} [{where}]", checked["source"], values, steps, {key: place for key in values}
+    )
+
+
+def _place(spec: SpecFile, key: str, table: str) -> str:
+    """``file:line`` where ``key`` is set in ``[table]`` (``file [table]`` if not found)."""
+    line = find_line(spec.text, key, table)
+    return f"{spec.path}:{line}" if line else f"{spec.path} [{table}]"
 
 
 def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmEntry:

@@ -73,7 +73,24 @@ class BenchmarkSpec:
         kwargs = dict(self.env_kwargs if self.test_env_kwargs is None else self.test_env_kwargs)
         if self.metaworld is not None:
             kwargs["seed"] = seed
-        return gym.make(self.env_id, **kwargs).unwrapped
+        try:
+            return gym.make(self.env_id, **kwargs).unwrapped
+        except (TypeError, ValueError) as error:
+            if isinstance(error, SpecError):
+                raise
+            raise self.tasks_error(error) from None
+
+    def tasks_error(self, error: Exception) -> SpecError:
+        """A :class:`SpecError` naming this spec file's ``[tasks]`` table: the task env refused
+        its values with ``error``."""
+        text = Path(self.path).read_text() if Path(self.path).is_file() else ""
+        keys = [key for key in self.env_kwargs if key in str(error)]
+        line = (find_line(text, keys[0], "tasks") if keys else None) or find_line(text, "tasks")
+        where = f"{self.path}:{line}" if line else self.path
+        message = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return SpecError(
+            f"{where}: {self.env_id} cannot be made with these [tasks] values ({message}): fix them"
+        )
 
     def test_tasks(self, seed: int) -> list[Task]:
         """The held-out tasks of a run with this seed: the same seed gives the same tasks."""

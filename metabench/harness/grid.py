@@ -53,6 +53,7 @@ class Cell:
             sys.executable, "-m", "metabench.cli", "train",
             "--benchmark", self.benchmark, "--algo", self.algorithm,
             "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
+            "--cpus", str(self.cpus),
         ]  # fmt: skip
         for key, value in self.overrides:
             command += ["--set", f"{key}={json.dumps(value)}"]
@@ -69,15 +70,21 @@ def plan(
     """The cells of a grid, each budget and override from the algorithm's ``[profiles.<profile>]``.
 
     Every cell's hyperparameters are resolved here, so an unknown name (``KeyError`` listing the
-    valid ones) or a bad setting (``ValueError``) stops the grid before anything runs.
+    valid ones) or a bad setting (``ValueError``) stops the grid before anything runs. A name or
+    seed given twice is one cell (two would train in one directory at once). Each cell runs with
+    ``--cpus`` set to the cores its baseline declares, which bounds its worker processes and torch
+    threads.
     """
-    specs = [get_benchmark(name) for name in benchmarks]
-    entries = [get_algorithm(name) for name in algorithms]
+    specs = [get_benchmark(name) for name in dict.fromkeys(benchmarks)]
+    entries = [get_algorithm(name) for name in dict.fromkeys(algorithms)]
+    seeds = list(dict.fromkeys(seeds))
     cells = []
     for spec in specs:
         for entry in entries:
             settings = entry.profile(profile, spec.name)
-            entry.hyperparameters(spec, settings.overrides)
+            entry.hyperparameters(
+                spec, settings.overrides, f"{entry.path} [profiles.{profile}]", settings.places
+            )
             overrides = tuple(sorted(settings.overrides.items()))
             for seed in seeds:
                 out = results / spec.name / f"{entry.name}-seed{seed}"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,15 @@ from metabench.algos.registry import get_algorithm
 from metabench.evaluation import MetaEvaluator, task_to_json
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
+from metabench.harness.resultfile import CorruptResultError, read_result
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+"""Format 2: tensors and plain values only, read with ``torch.load(weights_only=True)`` so that
+loading a checkpoint can run no code (format 1 held NumPy arrays and was unpickled in full)."""
+
+
+CONFIG_REQUIRED = ("benchmark", "algorithm", "hyperparameters", "seed")
+"""What ``config.json`` must hold for ``metabench evaluate`` to rebuild the run."""
 
 
 class RunError(Exception):
@@ -65,6 +73,9 @@ class RunSettings:
     checkpoint_every: int = 10
     command: str | None = None
     """The command line that started the run, recorded in ``result.json`` for reproduction."""
+    cpus: int | None = None
+    """Cores the run may use: bounds its worker processes and torch threads (``None``: no bound).
+    Recorded in ``config.json`` when set, since thread counts can change the numbers."""
 
 
 class RunDirectory:
@@ -84,17 +95,32 @@ class RunDirectory:
     def create(self) -> None:
         """Make the directory, or raise :class:`RunError` if it cannot be written."""
         make_writable_folder(self.path, "--out")
-        self.evaluations.mkdir(exist_ok=True)
+        for folder in (self.evaluations, self.tensorboard):  # written later, by other code
+            make_writable_folder(folder, "--out")
 
     def read_config(self) -> dict[str, Any] | None:
         if not self.config_path.exists():
             return None
         try:
-            return dict(json.loads(self.config_path.read_text()))
+            config = json.loads(self.config_path.read_text())
         except (OSError, ValueError) as error:
             raise RunError(
                 f"{self.config_path} is unreadable ({error}): delete {self.path} to start over"
             ) from None
+        missing = [
+            key for key in CONFIG_REQUIRED if not isinstance(config, dict) or key not in config
+        ]
+        if missing:
+            what = (
+                "lacks " + ", ".join(missing)
+                if isinstance(config, dict)
+                else "is not a JSON object"
+            )
+            raise RunError(
+                f"{self.config_path} {what}: it is not a metabench run configuration; delete "
+                f"{self.path} to start over"
+            )
+        return config
 
     def completed_result(self) -> dict[str, Any] | None:
         """The run's result, or ``None`` when it has none yet.
@@ -103,8 +129,6 @@ class RunDirectory:
         caller reports) and ``None`` returned, so the run finishes again (from its last
         checkpoint) instead of the damaged file being used.
         """
-        from metabench.harness.tables import CorruptResultError, read_result
-
         if not self.result_path.exists():
             return None
         try:
@@ -135,11 +159,24 @@ class RunDirectory:
             )
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        """The checkpoint, ``None`` if there is none, :class:`RunError` if it is corrupt."""
+        """The checkpoint, ``None`` if there is none, :class:`RunError` if it is corrupt or not
+        of the current format.
+
+        Only tensors and plain values are read (``weights_only=True``): a file that would
+        construct any other object is refused without running it, since anyone who can write
+        a run directory (a shared ``--results`` folder) could otherwise run code as the next
+        user who resumes or evaluates it.
+        """
         if not self.checkpoint_path.exists():
             return None
         try:
-            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=False)
+            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
+        except pickle.UnpicklingError:
+            raise RunError(
+                f"checkpoint {self.checkpoint_path} holds objects other than tensors and plain "
+                f"values (an older metabench format, or not a metabench checkpoint), so it was "
+                f"not loaded: delete it to restart the run from the beginning"
+            ) from None
         except Exception as error:  # torch raises many kinds on a damaged file
             raise RunError(
                 f"checkpoint {self.checkpoint_path} is corrupt ({type(error).__name__}): "
@@ -181,6 +218,14 @@ def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
         },
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }
+    if settings.cpus is not None:
+        if (
+            isinstance(settings.cpus, bool)
+            or not isinstance(settings.cpus, int)
+            or settings.cpus < 1
+        ):
+            raise RunError(f"--cpus must be a positive integer, got {settings.cpus!r}")
+        config["cpus"] = settings.cpus
     return spec, json.loads(json.dumps(config))  # exactly what config.json will read back
 
 
@@ -195,7 +240,10 @@ def build_algorithm(
     spec: BenchmarkSpec, config: dict[str, Any], log_dir: str | None
 ) -> MetaRLAlgorithm:
     entry = get_algorithm(config["algorithm"])
-    return entry.build(spec, config["seed"], config["hyperparameters"], log_dir)
+    cpus = config.get("cpus")
+    if cpus is not None:  # the run's torch threads, never more than the cores it may use
+        torch.set_num_threads(max(1, min(torch.get_num_threads(), int(cpus))))
+    return entry.build(spec, config["seed"], config["hyperparameters"], log_dir, cpus=cpus)
 
 
 def make_evaluator(spec: BenchmarkSpec, seed: int, **protocol: int) -> MetaEvaluator:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from importlib import resources
@@ -14,6 +13,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+from metabench.harness.resultfile import (  # noqa: F401 - the result file's names, re-exported
+    REQUIRED,
+    RESULT_FILE,
+    CorruptResultError,
+    collect_results,
+    read_result,
+)
 from metabench.harness.stats import (
     Summary,
     episode_success_rate,
@@ -21,8 +27,6 @@ from metabench.harness.stats import (
     per_task_success_markdown,
     summary_markdown,
 )
-
-RESULT_FILE = "result.json"
 
 
 @dataclass(frozen=True)
@@ -41,38 +45,6 @@ def load_references() -> list[Reference]:
     """The entries of ``metabench/references.toml``."""
     text = resources.files("metabench").joinpath("references.toml").read_text()
     return [Reference(**entry) for entry in tomllib.loads(text)["reference"]]
-
-
-class CorruptResultError(ValueError):
-    """A result file that cannot be read or lacks required fields."""
-
-
-REQUIRED = ("config", "provenance", "env_steps", "wall_time_s", "metatest")
-
-
-def read_result(path: Path) -> dict[str, Any]:
-    """One ``result.json``, validated; :class:`CorruptResultError` names the file and the fix."""
-    try:
-        result = json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise CorruptResultError(f"{path} is unreadable ({error}): delete it and re-run") from None
-    missing = [key for key in REQUIRED if not isinstance(result, dict) or key not in result]
-    if missing:
-        raise CorruptResultError(f"{path} lacks {', '.join(missing)}: delete it and re-run")
-    return dict(result)
-
-
-def collect_results(root: Path) -> list[tuple[Path, dict[str, Any]]]:
-    """Every result file below ``root``, sorted by benchmark, algorithm and seed."""
-    found = [(path, read_result(path)) for path in sorted(root.rglob(RESULT_FILE))]
-    return sorted(
-        found,
-        key=lambda item: (
-            item[1]["config"]["benchmark"],
-            item[1]["config"]["algorithm"],
-            item[1]["config"]["seed"],
-        ),
-    )
 
 
 def results_markdown(

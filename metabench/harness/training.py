@@ -16,6 +16,7 @@ from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
+from metabench.harness.resultfile import make_result, write_result
 from metabench.harness.run import (
     RunDirectory,
     RunError,
@@ -25,6 +26,7 @@ from metabench.harness.run import (
     make_evaluator,
     resolve,
 )
+from metabench.rng import derived_seed
 
 
 def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int) -> None:
@@ -33,6 +35,21 @@ def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int)
         writer.add_scalar("metatest/test_success_rate", result.test_episode_success_rate, env_steps)
     for k, value in enumerate(result.return_per_episode):
         writer.add_scalar(f"metatest/return_episode_{k + 1}", value, env_steps)
+
+
+EVALUATION_STREAM = 1
+"""The key of meta-test streams under a run's seed (see :func:`evaluation_seed`)."""
+
+
+def evaluation_seed(seed: int, iteration: int) -> int:
+    """The seed of the meta-test at ``iteration`` of the run seeded ``seed``.
+
+    A meta-test during training (``--eval-every``) and ``metabench evaluate`` draw their
+    randomness from streams of their own, derived from the run's seed and the iteration, and
+    leave training's untouched: evaluating cannot change training or the final result, and
+    evaluating the same checkpoint twice gives the same numbers.
+    """
+    return derived_seed(seed, (EVALUATION_STREAM, iteration))
 
 
 def iteration_stats(output: Any) -> dict[str, float]:
@@ -107,7 +124,8 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
             for key, value in last_stats.items():
                 writer.add_scalar(key, value, env_steps)
             if settings.eval_every and iteration % settings.eval_every == 0:
-                periodic = evaluator.evaluate(algo)
+                with algo.evaluation_streams(evaluation_seed(settings.seed, iteration)):
+                    periodic = evaluator.evaluate(algo)
                 _log_metatest(writer, periodic, env_steps)
                 atomic_write_json(
                     run.evaluations / f"iteration-{iteration:06d}.json",
@@ -130,17 +148,17 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         progress.update(bar, description="meta-testing", completed=max(n_iterations, 1))
         final = evaluator.evaluate(algo)
         _log_metatest(writer, final, n_iterations * per_iteration)
-    result = {
-        "config": config,
-        "command": settings.command,
-        "provenance": provenance(),
-        "iterations": n_iterations,
-        "env_steps": n_iterations * per_iteration,
-        "wall_time_s": wall_before + time.perf_counter() - began,
-        "metatrain": last_stats,
-        "metatest": final.to_dict(),
-    }
-    atomic_write_json(run.result_path, result)
+    result = make_result(
+        config=config,
+        command=settings.command,
+        provenance=provenance(),
+        iterations=n_iterations,
+        env_steps=n_iterations * per_iteration,
+        wall_time_s=wall_before + time.perf_counter() - began,
+        metatrain=last_stats,
+        metatest=final.to_dict(),
+    )
+    write_result(run.result_path, result)
     console.print(metatest_table(final, title=f"{spec.name} / {settings.algorithm}: meta-test"))
     return result
 
@@ -175,7 +193,9 @@ def evaluate(
         }.items()
         if value is not None
     }
-    result = make_evaluator(spec, config["seed"], **protocol).evaluate(algo)
+    iteration = 0 if state is None else int(state["iteration"])
+    with algo.evaluation_streams(evaluation_seed(config["seed"], iteration)):
+        result = make_evaluator(spec, config["seed"], **protocol).evaluate(algo)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     atomic_write_json(
         run.evaluations / f"evaluate-{stamp}.json",

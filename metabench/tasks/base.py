@@ -116,13 +116,18 @@ class EpisodeGuard:
             )
 
 
-def apply_reset_task(env: TaskEnv, options: dict[str, Any] | None, has_task: bool) -> None:
-    """The task part of ``reset``: the task in ``options``, else a first task drawn from the
-    env's own distribution (with its ``np_random``, so ``reset(seed=...)`` fixes it)."""
+def apply_reset_task(
+    env: TaskEnv, options: dict[str, Any] | None, has_task: bool, seed: int | None = None
+) -> None:
+    """The task part of ``reset``: the task in ``options``, else a task drawn from the env's own
+    distribution (with its ``np_random``) when it has none, or on a seeded reset when the env
+    drew its task itself, so ``reset(seed=...)`` determines what follows. A task given with
+    ``set_task`` is kept. The env's ``set_task`` must set ``_task_drawn = False``."""
     if options and options.get("task") is not None:
         env.set_task(options["task"])
-    elif not has_task:
+    elif not has_task or (seed is not None and getattr(env, "_task_drawn", False)):
         env.set_task(env.sample_tasks(1)[0])
+        env._task_drawn = True  # type: ignore[attr-defined]
 
 
 def check_n_tasks(n: int) -> None:

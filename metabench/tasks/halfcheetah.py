@@ -59,6 +59,8 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
         self._torso_id = self.model.body("torso").id
         self._step_dt = float(self.dt)
         self._task: dict[str, float] | None = None
+        self._task_drawn = False
+        """Whether the env drew :attr:`task` itself (a seeded reset draws it again)."""
         self._steps = 0
         self._guard = EpisodeGuard()
 
@@ -79,6 +81,7 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
     def set_task(self, task: Task) -> None:
         """Switch to ``task`` (a dict such as ``{"velocity": 1.5}``); the reward uses it at once."""
         self._task = self._validated(task)
+        self._task_drawn = False
 
     def _validated(self, task: Task) -> dict[str, float]:
         key = self.task_key
@@ -103,9 +106,11 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
         task = None if not options or "task" not in options else self._validated(options["task"])
         obs, info = super().reset(seed=seed, options=options)
         if task is not None:
-            self._task = task
-        elif self._task is None:
-            self._task = self._validated(self.sample_tasks(1)[0])
+            self._task, self._task_drawn = task, False
+        elif self._task is None or (seed is not None and self._task_drawn):
+            # a task the env drew itself is drawn again on a seeded reset, so that reset(seed=s)
+            # determines every episode that follows (a task given with set_task is kept)
+            self._task, self._task_drawn = self._validated(self.sample_tasks(1)[0]), True
         self._steps = 0
         self._guard.active = True
         info["task"] = dict(self._task)

@@ -221,6 +221,8 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
         self._reseed: set[str] = set()  # instances to seed from it when next used
         self._env: SawyerXYZEnv | None = None  # the instance of the running episode
         self._task: MetaWorldTask | None = None
+        self._task_drawn = False
+        """Whether the env drew its task itself (a seeded reset draws it again)."""
         self._steps = 0
         self._guard = EpisodeGuard()
 
@@ -258,6 +260,7 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
     def set_task(self, task: Task) -> None:
         """Switch to ``task``, a ``metaworld.Task`` of this split, at the next ``reset``."""
         self._task = self._validated(task)
+        self._task_drawn = False
 
     def _describe(self) -> str:
         return _describe(self.benchmark, self.env_name, self.split, self.benchmark_seed)
@@ -322,9 +325,11 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
         task = None if not options or "task" not in options else self._validated(options["task"])
         super().reset(seed=seed)
         if task is not None:
-            self._task = task
-        elif self._task is None:
+            self._task, self._task_drawn = task, False
+        elif self._task is None or (seed is not None and self._task_drawn):
+            # drawn again on a seeded reset, so that reset(seed=s) determines what follows
             self._task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+            self._task_drawn = True
         env = self._env_for(self._task.env_name)
         if self._applied.get(self._task.env_name) != self._task:
             env.set_task(self._task)

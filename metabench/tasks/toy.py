@@ -23,6 +23,7 @@ from metabench.tasks.base import (
     check_action,
     check_n_tasks,
 )
+from metabench.validation import check_count, check_number
 
 
 class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -48,17 +49,25 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         max_step: float = 0.1,
         horizon: int = 20,
     ) -> None:
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        check_count("horizon", horizon)
         if not max_step > 0:
             raise ValueError(f"max_step must be positive, got {max_step}")
-        self.goal_range = (float(goal_range[0]), float(goal_range[1]))
+        try:
+            low, high = (check_number("goal_range", bound) for bound in goal_range)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"goal_range must be two numbers [low, high], got {goal_range!r}"
+            ) from None
+        if not low <= high:
+            raise ValueError(f"goal_range must be [low, high] with low <= high, got {goal_range!r}")
+        self.goal_range = (low, high)
         self.max_step = float(max_step)
         self.horizon = horizon
         self.observation_space = spaces.Box(-np.inf, np.inf, shape=(2,), dtype=np.float64)
         self.action_space = spaces.Box(-max_step, max_step, shape=(2,), dtype=np.float64)
         self._position = np.zeros(2)
         self._goal: np.ndarray | None = None
+        self._task_drawn = False
         self._steps = 0
         self._guard = EpisodeGuard()
 
@@ -74,6 +83,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def set_task(self, task: Task) -> None:
         self._goal = self._validated(task)
+        self._task_drawn = False
 
     @staticmethod
     def _validated(task: Task) -> np.ndarray:
@@ -91,7 +101,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        apply_reset_task(self, options, has_task=self._goal is not None)
+        apply_reset_task(self, options, has_task=self._goal is not None, seed=seed)
         self._position = np.zeros(2)
         self._steps = 0
         self._guard.active = True
@@ -133,6 +143,7 @@ class BanditEnv(gym.Env[np.ndarray, np.int64]):
         self.observation_space = spaces.Box(0.0, 0.0, shape=(1,), dtype=np.float64)
         self.action_space = spaces.Discrete(n_arms)
         self._best: int | None = None
+        self._task_drawn = False
         self._guard = EpisodeGuard()
 
     @property
@@ -160,12 +171,13 @@ class BanditEnv(gym.Env[np.ndarray, np.int64]):
                 f"got {task!r}"
             )
         self._best = int(arm)
+        self._task_drawn = False
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
-        apply_reset_task(self, options, has_task=self._best is not None)
+        apply_reset_task(self, options, has_task=self._best is not None, seed=seed)
         self._guard.active = True
         return np.zeros(1), {"task": self.task}
 

@@ -356,6 +356,8 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
             )
 
         self._tasks: list[dict[str, float]] | None = None
+        self._tasks_drawn = False
+        """Whether the env drew :attr:`tasks` itself (a seeded reset draws them again)."""
         self._task_values = np.zeros(self.num_envs)
         self._steps = 0
         self._active = False
@@ -377,6 +379,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         Raises :class:`InvalidTaskError` (naming the sub-env) if a task is not valid for the
         single env, ``ValueError`` if there is not exactly one task per sub-env.
         """
+        self._tasks_drawn = False
         if tasks is None:
             self._tasks = None
             return
@@ -438,8 +441,11 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         self._set_states(qpos, qvel)
         if validated is not None:
             self.set_tasks(validated)
-        elif self._tasks is None:
+        elif self._tasks is None or (seed is not None and self._tasks_drawn):
+            # tasks this env drew itself are drawn again on a seeded reset, so that
+            # reset(seed=s) determines what follows (tasks given with set_tasks are kept)
             self.set_tasks(self.sample_tasks(self.num_envs))
+            self._tasks_drawn = True
         self._steps = 0
         self._active = True
         mask = np.ones(self.num_envs, dtype=bool)

@@ -561,8 +561,8 @@ def test_batched_actor_uses_each_tasks_params_in_one_call() -> None:
 @pytest.mark.parametrize(
     ("overrides", "error", "match"),
     [
-        ({"inner_lr": 0.0}, ValueError, "inner_lr must be positive"),
-        ({"inner_lr": -1.0}, ValueError, "inner_lr must be positive"),
+        ({"inner_lr": 0.0}, ValueError, "inner_lr must be a positive number"),
+        ({"inner_lr": -1.0}, ValueError, "inner_lr must be a positive number"),
         ({"num_grad_updates": 0}, ValueError, "num_grad_updates"),
         ({"meta_batch_size": 0}, ValueError, "positive integer"),
         ({"max_kl": 0.0}, ValueError, "max_kl"),

@@ -1,11 +1,12 @@
 """oracle and multitask: the task in the observation, episode-shaped iterations, exact resume,
 the shared meta-test protocol, and (slow) the oracle beating multitask on PointGoal."""
 
-import copy
+import io
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.reference import (
@@ -59,14 +60,19 @@ def test_one_iteration_is_one_episode_per_sub_env_each_with_its_own_task():
 
 @pytest.mark.parametrize("oracle", [True, False])
 def test_resume_from_a_checkpoint_is_exact(oracle):
-    config = ReferenceConfig(oracle=oracle, n_envs=4, n_epochs=2, hidden_sizes=(8,))
-    straight = ReferencePPO("metabench/PointGoal-v0", config=config, seed=3)
+    def make() -> ReferencePPO:
+        return ReferencePPO("metabench/PointGoal-v0", config=SMALL, oracle=oracle, seed=3)
+
+    straight = make()
     straight.train(2)
-    first = ReferencePPO("metabench/PointGoal-v0", config=config, seed=3)
+    first = make()
     first.train(1)
-    state = copy.deepcopy(first.state_dict())  # as a checkpoint file holds it
+    buffer = io.BytesIO()  # through a checkpoint file, read as the harness reads it
+    torch.save(first.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
     first.train(1)  # move every generator on; the resumed copy must not see that
-    resumed = ReferencePPO("metabench/PointGoal-v0", config=config, seed=3)
+    resumed = make()
     resumed.load_state_dict(state)
     resumed.train(1)
     for a, b in zip(parameters(straight), parameters(resumed), strict=True):
@@ -78,10 +84,13 @@ def test_checkpoint_of_another_config_is_refused():
     other = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2))
     with pytest.raises(ValueError, match="different ReferenceConfig"):
         other.load_state_dict(state)
+    oracle = ReferencePPO("metabench/PointGoal-v0", config=SMALL, oracle=True)
+    with pytest.raises(ValueError, match="or oracle"):
+        oracle.load_state_dict(state)
 
 
 def test_oracle_sees_the_meta_test_task_and_ignores_the_exploration_episodes():
-    algo = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(oracle=True, n_envs=2))
+    algo = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2), oracle=True)
     env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
     assert env.observation_space.shape == (4,)
     policy = algo.get_exploration_policy()
@@ -92,7 +101,9 @@ def test_oracle_sees_the_meta_test_task_and_ignores_the_exploration_episodes():
     np.testing.assert_array_equal(policy.get_action(obs), policy.get_action(obs))  # the mean
 
 
-@pytest.mark.parametrize("bad", [{"n_envs": 0}, {"discount": 1.5}, {"hidden_sizes": ()}])
+@pytest.mark.parametrize(
+    "bad", [{"n_envs": 0}, {"discount": 1.5}, {"hidden_sizes": (0,)}, {"n_minibatches": 2.5}]
+)
 def test_bad_config_raises(bad):
     with pytest.raises(ValueError):
         ReferenceConfig(**bad)
@@ -107,8 +118,7 @@ def test_oracle_beats_multitask_on_pointgoal():
     returns = {}
     for oracle in (True, False):
         algo = ReferencePPO(
-            spec.env_id, config=ReferenceConfig(oracle=oracle), seed=0,
-            env_kwargs=spec.train_env_kwargs(0),
+            spec.env_id, oracle=oracle, seed=0, env_kwargs=spec.train_env_kwargs(0),
         )  # fmt: skip
         algo.train(60)
         returns[oracle] = evaluator.evaluate(algo).test_return

@@ -5,6 +5,7 @@ from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.maml import (
     MAMLTRPO,
     MAMLIterationStats,
+    MAMLTRPOConfig,
     OldOutputs,
     TaskData,
     adapt,
@@ -30,6 +31,7 @@ __all__ = [
     "GaussianPolicy",
     "LinearFeatureBaseline",
     "MAMLIterationStats",
+    "MAMLTRPOConfig",
     "OldOutputs",
     "TaskData",
     "VectorEpisodeSampler",

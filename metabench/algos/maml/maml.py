@@ -21,11 +21,12 @@ off-policy; the vanilla gradient ignores that, as garage's evaluator did.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -47,11 +48,13 @@ from metabench.algos.maml.returns import discounted_returns, gae_advantages
 from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
 from metabench.algos.trpo import TRPOStep, flat_grad, flatten, hessian_vector_product, trpo_step
 from metabench.data import EpisodeBatch
-from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, check_n_tasks
+from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
+from metabench.validation import check_config, option
 
 __all__ = [
     "MAMLTRPO",
     "MAMLIterationStats",
+    "MAMLTRPOConfig",
     "OldOutputs",
     "TaskData",
     "adapt",
@@ -244,6 +247,43 @@ def _check_inner(inner_lr: float, num_grad_updates: int) -> None:
 
 # -- the algorithm -------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
+class MAMLTRPOConfig:
+    """Every MAML-TRPO hyperparameter in one place, with its default, range and documentation.
+
+    Defaults are garage's MAML-TRPO benchmark against ProMP (see ``REFERENCE.md``): meta-batch
+    40, 20 episodes per task, inner lr 0.1, one inner step, max KL 0.01, discount 0.99, GAE
+    lambda 1.0, a 100-100 tanh policy; CG and line search follow pytorch-maml-rl.
+    """
+
+    meta_batch_size: int = option(40, "tasks per meta-iteration", low=1)
+    episodes_per_task: int = option(
+        20, "episodes per task and sampling pass (inner and outer batch)", low=1
+    )
+    inner_lr: float = option(0.1, "step size of the inner SGD", low=0.0, low_open=True)
+    num_grad_updates: int = option(
+        1, "inner SGD steps (also used by adapt_policy at meta-test)", low=1
+    )
+    first_order: bool = option(False, "drop the second-order term of the meta-gradient (FOMAML)")
+    discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
+    gae_lambda: float = option(1.0, "GAE lambda", low=0.0, high=1.0)
+    max_kl: float = option(0.01, "TRPO trust-region radius", low=0.0, low_open=True)
+    cg_iters: int = option(10, "conjugate-gradient iterations", low=1)
+    cg_damping: float = option(1e-5, "damping added to the Fisher-vector products", low=0.0)
+    ls_steps: int = option(15, "line-search fractions tried", low=1)
+    ls_ratio: float = option(
+        0.8, "line-search shrink factor", low=0.0, high=1.0, low_open=True, high_open=True
+    )
+    hidden_sizes: tuple[int, ...] = option(
+        (100, 100), "hidden layers of the tanh policy (a list of widths)", low=1
+    )
+    init_std: float = option(1.0, "initial action std of the policy (garage: 1.0)", low=0.0,
+                             low_open=True)  # fmt: skip
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+@dataclasses.dataclass(frozen=True)
 class MAMLIterationStats:
     """What one meta-iteration did (logged, and returned by :meth:`MAMLTRPO.train`).
 
@@ -276,27 +316,15 @@ class MAMLIterationStats:
 class MAMLTRPO(MetaRLAlgorithm):
     """MAML with a vanilla-policy-gradient inner loop and a TRPO outer loop.
 
-    Defaults are garage's MAML-TRPO benchmark against ProMP (see ``REFERENCE.md``): meta-batch
-    40, 20 episodes per task, inner lr 0.1, one inner step, max KL 0.01, discount 0.99, GAE
-    lambda 1.0, a 100-100 tanh policy; CG and line search follow pytorch-maml-rl.
+    The hyperparameters, their defaults (garage's MAML-TRPO benchmark against ProMP) and ranges
+    are the fields of :class:`MAMLTRPOConfig`.
 
     :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a factory of task envs.
     :param task_sampler: where meta-batches come from; ``None``: the task env's
         ``sample_tasks``. Its ``check_batch_size(meta_batch_size)`` must pass.
-    :param meta_batch_size: tasks per meta-iteration.
-    :param episodes_per_task: episodes per task and sampling pass (inner and outer batch).
-    :param inner_lr: step size of the inner SGD.
-    :param num_grad_updates: inner SGD steps (also used by :meth:`adapt_policy`).
-    :param first_order: drop the second-order term of the meta-gradient (FOMAML).
-    :param discount: reward discount.
-    :param gae_lambda: GAE lambda.
-    :param max_kl: TRPO trust-region radius.
-    :param cg_iters: conjugate-gradient iterations.
-    :param cg_damping: damping added to the Fisher-vector products.
-    :param ls_steps: line-search fractions tried.
-    :param ls_ratio: line-search shrink factor.
-    :param hidden_sizes: hidden layers of the policy built when ``policy`` is ``None``.
-    :param init_std: initial action std of that policy (garage: 1.0).
+    :param config: the hyperparameters (:class:`MAMLTRPOConfig`); ``None``: the defaults.
+    :param hyperparameters: fields of :class:`MAMLTRPOConfig` to change (``inner_lr=0.05``), over
+        ``config``.
     :param seed: seeds the policy initialisation, task sampling, env resets and action noise;
         no global random state is touched.
     :param env_kwargs: passed to the task env (e.g. ``{"horizon": 20}``).
@@ -320,53 +348,32 @@ class MAMLTRPO(MetaRLAlgorithm):
         self,
         env: str | Callable[..., gym.Env[Any, Any]],
         task_sampler: TaskSampler | None = None,
+        config: MAMLTRPOConfig | None = None,
         *,
-        meta_batch_size: int = 40,
-        episodes_per_task: int = 20,
-        inner_lr: float = 0.1,
-        num_grad_updates: int = 1,
-        first_order: bool = False,
-        discount: float = 0.99,
-        gae_lambda: float = 1.0,
-        max_kl: float = 0.01,
-        cg_iters: int = 10,
-        cg_damping: float = 1e-5,
-        ls_steps: int = 15,
-        ls_ratio: float = 0.8,
-        hidden_sizes: Sequence[int] = (100, 100),
-        init_std: float = 1.0,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         policy: GaussianMLPPolicy | None = None,
         vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None,
         max_episode_length: int | None = None,
+        **hyperparameters: Any,
     ) -> None:
-        _check_inner(inner_lr, num_grad_updates)
-        check_n_tasks(meta_batch_size)
-        check_n_tasks(episodes_per_task)
-        for name, value in (("discount", discount), ("gae_lambda", gae_lambda)):
-            if not 0.0 <= value <= 1.0:
-                raise ValueError(f"{name} must be in [0, 1], got {value}")
-        if not max_kl > 0:
-            raise ValueError(f"max_kl must be positive, got {max_kl}")
-        if cg_iters < 1 or ls_steps < 1:
-            raise ValueError(f"cg_iters and ls_steps must be >= 1, got {cg_iters}, {ls_steps}")
-        if cg_damping < 0:
-            raise ValueError(f"cg_damping must be >= 0, got {cg_damping}")
-        if not 0.0 < ls_ratio < 1.0:
-            raise ValueError(f"ls_ratio must be in (0, 1), got {ls_ratio}")
-        self.meta_batch_size = int(meta_batch_size)
-        self.episodes_per_task = int(episodes_per_task)
-        self.inner_lr = float(inner_lr)
-        self.num_grad_updates = int(num_grad_updates)
-        self.first_order = bool(first_order)
-        self.discount = float(discount)
-        self.gae_lambda = float(gae_lambda)
-        self.max_kl = float(max_kl)
-        self.cg_iters = int(cg_iters)
-        self.cg_damping = float(cg_damping)
-        self.ls_steps = int(ls_steps)
-        self.ls_ratio = float(ls_ratio)
+        config = config or MAMLTRPOConfig()
+        if hyperparameters:
+            config = dataclasses.replace(config, **hyperparameters)
+        self.config = config
+        self.meta_batch_size = config.meta_batch_size
+        self.episodes_per_task = config.episodes_per_task
+        self.inner_lr = config.inner_lr
+        self.num_grad_updates = config.num_grad_updates
+        self.first_order = config.first_order
+        self.discount = config.discount
+        self.gae_lambda = config.gae_lambda
+        self.max_kl = config.max_kl
+        self.cg_iters = config.cg_iters
+        self.cg_damping = config.cg_damping
+        self.ls_steps = config.ls_steps
+        self.ls_ratio = config.ls_ratio
+        hidden_sizes, init_std = config.hidden_sizes, config.init_std
         self.seed = int(seed)
         env_kwargs = dict(env_kwargs or {})
 
@@ -609,6 +616,18 @@ class MAMLTRPO(MetaRLAlgorithm):
         data = self.process(exploration_episodes)
         adapted = self.adapt(exploration_policy.params, data, create_graph=False)
         return GaussianPolicy(module, adapted, generator=exploration_policy.generator)
+
+    @contextlib.contextmanager
+    def evaluation_streams(self, seed: int) -> Iterator[None]:
+        """Meta-test action noise from a generator seeded with ``seed``; the evaluation generator
+        (and the global ones) are restored afterwards."""
+        saved = self._eval_generator.get_state()
+        try:
+            self._eval_generator.manual_seed(seed)
+            with super().evaluation_streams(seed):
+                yield
+        finally:
+            self._eval_generator.set_state(saved)
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

@@ -10,8 +10,6 @@ over whole sequences (exact, several times faster than the stock step-by-step lo
 
 from __future__ import annotations
 
-import dataclasses
-import random
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,7 +17,6 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch as th
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
@@ -27,7 +24,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
 from metabench.data import EpisodeBatch
+from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.tasks.base import TaskSampler
+from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
 
@@ -36,43 +35,38 @@ from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISO
 class RL2PPOConfig:
     """Every RL2-PPO hyperparameter in one place (defaults: garage's HalfCheetahVel example).
 
-    :param meta_batch_size: tasks (sub-envs) per iteration, one trial each.
-    :param episodes_per_trial: episodes of one task per trial.
-    :param hidden_size: LSTM width (garage used a GRU of 64; sb3-contrib has only LSTMs).
-    :param batch_size: PPO minibatch in steps; ``None`` = the whole iteration (garage's minibatch
-        of 32 trials exceeds its 10 trials per iteration, so it used the whole batch too).
-    :param normalize_advantage: garage's example used ``center_adv=False``.
-    :param reward_scale: multiplies the reward in the RL2 observation (Meta-World uses 0.1).
-    :param deterministic_eval: act with the distribution's mean at meta-test.
-    :param processes: step sub-envs in worker processes.
+    Each field carries its range and documentation (:func:`metabench.validation.option`); a
+    value of the wrong type or out of range is a :class:`~metabench.validation.ConfigError`.
     """
 
-    meta_batch_size: int = 10
-    episodes_per_trial: int = 4
-    hidden_size: int = 64
-    discount: float = 0.99
-    gae_lambda: float = 0.95
-    clip_range: float = 0.2
-    n_epochs: int = 10
-    batch_size: int | None = None
-    learning_rate: float = 1e-3
-    ent_coef: float = 0.02
-    vf_coef: float = 0.5
-    max_grad_norm: float = 0.5
-    normalize_advantage: bool = False
-    reward_scale: float = 1.0
-    deterministic_eval: bool = False
-    processes: bool = False
+    meta_batch_size: int = option(10, "tasks (sub-envs) per iteration, one trial each", low=1)
+    episodes_per_trial: int = option(4, "episodes of one task per trial", low=1)
+    hidden_size: int = option(
+        64, "LSTM width (garage used a GRU of 64; sb3-contrib has only LSTMs)", low=1
+    )
+    discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
+    gae_lambda: float = option(0.95, "GAE lambda", low=0.0, high=1.0)
+    clip_range: float = option(0.2, "PPO clipping of the probability ratio", low=0.0, low_open=True)
+    n_epochs: int = option(10, "PPO epochs per iteration", low=1)
+    batch_size: int | None = option(
+        None,
+        "PPO minibatch in steps; null = the whole iteration (garage's minibatch of 32 trials "
+        "exceeds its 10 trials per iteration, so it used the whole batch too)",
+        low=1,
+    )
+    learning_rate: float = option(1e-3, "Adam step size", low=0.0, low_open=True)
+    ent_coef: float = option(0.02, "entropy bonus coefficient", low=0.0)
+    vf_coef: float = option(0.5, "value loss coefficient", low=0.0)
+    max_grad_norm: float = option(0.5, "gradient clipping norm", low=0.0, low_open=True)
+    normalize_advantage: bool = option(False, "garage's example used center_adv=False")
+    reward_scale: float = option(
+        1.0, "multiplies the reward in the RL2 observation (Meta-World uses 0.1)", low=0.0
+    )
+    deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
+    processes: bool = option(False, "step sub-envs in worker processes")
 
     def __post_init__(self) -> None:
-        for name in ("meta_batch_size", "episodes_per_trial", "hidden_size", "n_epochs"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if not 0.0 <= self.discount <= 1.0 or not 0.0 <= self.gae_lambda <= 1.0:
-            raise ValueError("discount and gae_lambda must lie in [0, 1]")
-        if self.learning_rate <= 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        check_config(self)
 
 
 class _TrialStats(BaseCallback):
@@ -271,7 +265,7 @@ class RL2PPO(MetaRLAlgorithm):
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue training: weights, optimizer, counters, task schedule."""
         return {
-            "config": dataclasses.asdict(self.config),
+            "config": config_dict(self.config),
             "policy": self.model.policy.state_dict(),
             "optimizer": self.model.policy.optimizer.state_dict(),
             "iterations": self.iterations,
@@ -279,20 +273,16 @@ class RL2PPO(MetaRLAlgorithm):
             "tasks": self.venv.state_dict(),
             # SB3 seeds and draws from the global generators (minibatch order from NumPy's,
             # action noise from torch's): resuming exactly needs all three.
-            "torch_rng": th.get_rng_state(),
-            "numpy_rng": np.random.get_state(),
-            "python_rng": random.getstate(),
+            "global_rng": global_rng_state(),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("config") != dataclasses.asdict(self.config):
+        if state.get("config") != config_dict(self.config):
             raise ValueError("checkpoint was written with a different RL2PPOConfig")
         self.model.policy.load_state_dict(state["policy"])
         self.model.policy.optimizer.load_state_dict(state["optimizer"])
         self.iterations = int(state["iterations"])
         self.model.num_timesteps = int(state["num_timesteps"])
         self.venv.load_state_dict(state["tasks"])
-        th.set_rng_state(state["torch_rng"])
-        np.random.set_state(state["numpy_rng"])
-        random.setstate(state["python_rng"])
+        set_global_rng_state(state["global_rng"])
         self.model._last_obs = None  # the next learn() resets the envs: a fresh trial

@@ -1,0 +1,111 @@
+"""Checkpoints hold tensors and plain values only: loading one can run no code."""
+
+import io
+import os
+import shlex
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from metabench.algos.registry import get_algorithm
+from metabench.cli import main
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunError, RunSettings
+from metabench.harness.training import train
+
+SMALL = {
+    "rl2-ppo": {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 2},
+    "maml-trpo": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
+    "nop": {},
+    "cem": {},
+    "cmaes": {},
+}
+
+
+class RunsACommand:
+    """Unpickling this calls ``os.system(command)``."""
+
+    def __init__(self, command: str) -> None:
+        self.command = command
+
+    def __reduce__(self):
+        return (os.system, (self.command,))
+
+
+def crafted_run(tmp_path: Path) -> tuple[Path, Path]:
+    """A finished NOP run whose checkpoint would create ``marker`` when unpickled in full."""
+    out = tmp_path / "run"
+    train(RunSettings("Bandit", "nop", 0, 1, out))
+    marker = tmp_path / "marker"
+    buffer = io.BytesIO()
+    payload = RunsACommand(f"touch {shlex.quote(str(marker))}")
+    torch.save({"format": CHECKPOINT_FORMAT, "x": payload}, buffer)
+    (out / "checkpoint.pt").write_bytes(buffer.getvalue())
+    return out, marker
+
+
+def test_crafted_checkpoint_is_refused_without_running_it(tmp_path, capsys):
+    out, marker = crafted_run(tmp_path)
+    capsys.readouterr()
+    assert main(["evaluate", str(out)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("metabench: error: checkpoint")
+    assert "objects other than tensors" in err[0] and "delete it" in err[0]
+    assert not marker.exists()
+    with pytest.raises(RunError, match="objects other than tensors"):
+        RunDirectory(out).load_checkpoint()
+    assert not marker.exists()
+
+
+def test_checkpoint_of_another_format_is_refused_in_one_line(tmp_path):
+    run = RunDirectory(tmp_path)
+    buffer = io.BytesIO()
+    torch.save({"format": 1, "iteration": 3}, buffer)
+    run.checkpoint_path.write_bytes(buffer.getvalue())
+    with pytest.raises(RunError, match=f"not a metabench checkpoint of format {CHECKPOINT_FORMAT}"):
+        run.load_checkpoint()
+    # format 1 held NumPy arrays: refused by the weights-only reader, with the same advice
+    buffer = io.BytesIO()
+    torch.save({"format": 1, "numpy_rng": np.random.get_state()}, buffer)
+    run.checkpoint_path.write_bytes(buffer.getvalue())
+    with pytest.raises(RunError, match="delete it to restart") as error:
+        run.load_checkpoint()
+    assert "\n" not in str(error.value)
+
+
+def build(name: str, seed: int):
+    # the policy searches need more than PointGoal's one exploration episode per generation
+    spec = get_benchmark("HalfCheetahVel" if name in ("cem", "cmaes") else "PointGoal")
+    entry = get_algorithm(name)
+    return entry.build(spec, seed, entry.hyperparameters(spec, SMALL[name]), None)
+
+
+def parameters(algo) -> list[torch.Tensor]:
+    module = algo.model.policy if hasattr(algo, "model") else getattr(algo, "policy", None)
+    return [] if module is None else [p.detach().clone() for p in module.parameters()]
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_every_algorithm_resumes_exactly_from_a_weights_only_checkpoint(tmp_path, name):
+    straight = build(name, seed=3)
+    if straight.steps_per_iteration:
+        straight.train(1)
+        straight.train(1)
+    first = build(name, seed=3)
+    if first.steps_per_iteration:
+        first.train(1)
+    run = RunDirectory(tmp_path)
+    run.save_checkpoint({"iteration": 1, "algorithm": first.state_dict()})
+    state = run.load_checkpoint()  # weights_only=True: raises if anything else was saved
+    assert state is not None and state["format"] == CHECKPOINT_FORMAT
+    resumed = build(name, seed=3)
+    resumed.load_state_dict(state["algorithm"])
+    if resumed.steps_per_iteration:
+        resumed.train(1)
+    for a, b in zip(parameters(straight), parameters(resumed), strict=True):
+        assert torch.equal(a, b)
+    for algo in (straight, first, resumed):
+        if hasattr(algo, "close"):
+            algo.close()

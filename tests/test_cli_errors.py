@@ -1,0 +1,170 @@
+"""Every error a user can provoke is one line and a non-zero exit; Ctrl-C says how to resume."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from metabench.algos.registry import clear_spec_caches
+from metabench.cli import main
+from metabench.harness.run import RunDirectory, RunSettings
+from metabench.harness.training import train
+
+
+def one_error_line(capsys, code: int, args: list[str]) -> str:
+    """Run ``metabench args``; check the exit code and that stderr is one ``error:`` line."""
+    try:
+        returned = main(args)
+    except SystemExit as exit_info:
+        returned = exit_info.code
+    assert returned == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    assert "error: " in err[0]
+    return err[0]
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """A results folder with one finished NOP run."""
+    folder = tmp_path / "results"
+    train(RunSettings("Bandit", "nop", 0, 1, folder / "nop"))
+    return folder
+
+
+def test_table_out_that_is_a_folder(results, capsys):
+    capsys.readouterr()
+    line = one_error_line(capsys, 1, ["table", "--results", str(results), "--out", str(results)])
+    assert f"--out {results} is a folder: give a file name" in line
+
+
+def test_table_out_in_a_missing_folder(results, tmp_path, capsys):
+    capsys.readouterr()
+    out = tmp_path / "missing" / "page.md"
+    line = one_error_line(capsys, 1, ["table", "--results", str(results), "--out", str(out)])
+    assert f"its folder {out.parent} does not exist" in line
+
+
+def test_plot_out_that_is_a_file(results, tmp_path, capsys):
+    capsys.readouterr()
+    out = tmp_path / "a-file"
+    out.write_text("")
+    line = one_error_line(capsys, 1, ["plot", "--results", str(results), "--out", str(out)])
+    assert f"--out {out} is a file" in line
+
+
+def test_unwritable_tensorboard_folder(tmp_path, capsys):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "tensorboard").write_text("in the way")  # as unwritable as a folder can be for root
+    args = ["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--out", str(out)]
+    line = one_error_line(capsys, 1, [*args, "--steps", "192"])
+    assert f"cannot write to {out / 'tensorboard'}" in line and "--out" in line
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to read-only folders")
+def test_read_only_tensorboard_folder(tmp_path, capsys):
+    out = tmp_path / "run"
+    (out / "tensorboard").mkdir(parents=True)
+    (out / "tensorboard").chmod(0o555)
+    args = ["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--out", str(out)]
+    line = one_error_line(capsys, 1, [*args, "--steps", "192"])
+    assert "Permission denied" in line
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("[1, 2]", "is not a JSON object"), ('{"seed": 0}', "lacks benchmark, algorithm")],
+)
+def test_evaluate_a_config_that_is_not_a_run_configuration(tmp_path, capsys, text, message):
+    (tmp_path / "config.json").write_text(text)
+    line = one_error_line(capsys, 1, ["evaluate", str(tmp_path)])
+    assert f"{tmp_path / 'config.json'} {message}" in line
+
+
+@pytest.mark.parametrize("command", ["train", "demo"])
+def test_negative_seed_names_the_option(tmp_path, capsys, command):
+    args = [command, "--seed", "-1"]
+    if command == "train":
+        args += ["--benchmark", "Bandit", "--algo", "nop", "--out", str(tmp_path / "run")]
+    line = one_error_line(capsys, 2, args)
+    assert "argument --seed: expected a non-negative integer, got -1" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_bench_negative_seed_names_the_option(tmp_path, capsys):
+    line = one_error_line(capsys, 2, ["bench", "--seeds", "0", "-1", "--results", str(tmp_path)])
+    assert "argument --seeds: expected a non-negative integer" in line
+
+
+def test_bad_task_values_name_the_spec_file(tmp_path, monkeypatch, capsys):
+    spec = tmp_path / "specs" / "envs" / "WidePoint.toml"
+    spec.parent.mkdir(parents=True)
+    text = (Path(__file__).parents[1] / "envs" / "PointGoal.toml").read_text()
+    spec.write_text(text.replace("goal_range = [-0.5, 0.5]", 'goal_range = "wide"'))
+    monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
+    clear_spec_caches()
+    try:
+        args = ["train", "--benchmark", "WidePoint", "--algo", "nop"]
+        line = one_error_line(capsys, 1, [*args, "--out", str(tmp_path / "run")])
+    finally:
+        monkeypatch.delenv("METABENCH_SPECS")
+        clear_spec_caches()
+    number = text.splitlines().index("goal_range = [-0.5, 0.5]") + 1
+    assert f"{spec}:{number}: metabench/PointGoal-v0 cannot be made" in line
+    assert "goal_range must be two numbers [low, high], got 'wide'" in line
+
+
+def test_table_skips_result_files_it_cannot_use_and_names_them(results, capsys):
+    good = json.loads((results / "nop" / "result.json").read_text())
+    config = {key: value for key, value in good["config"].items() if key != "benchmark"}
+    broken = {
+        "no-benchmark": {**good, "config": config},
+        "null-return": {
+            **good,
+            "metatest": {
+                **good["metatest"],
+                "aggregate": {**good["metatest"]["aggregate"], "test_return": None},
+            },
+        },
+    }  # fmt: skip
+    for name, content in broken.items():
+        (results / name).mkdir()
+        (results / name / "result.json").write_text(json.dumps(content))
+    capsys.readouterr()
+    assert main(["table", "--results", str(results)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"metabench: warning: skipped {results / 'no-benchmark' / 'result.json'}: lacks "
+        f"config.benchmark",
+        f"metabench: warning: skipped {results / 'null-return' / 'result.json'}: "
+        f"metatest.aggregate.test_return is null, not a finite number",
+    ]
+    page = (results / "README.md").read_text()
+    assert "| Bandit | nop | 0 | 0 |" in page and "null-return" not in page
+    assert main(["plot", "--results", str(results)]) == 0
+
+
+def test_ctrl_c_says_how_to_resume_and_exits_130(tmp_path):
+    out = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "Bandit",
+        "--algo", "rl2-ppo", "--steps", str(1000 * 192), "--out", str(out),
+        "--checkpoint-every", "1",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = RunDirectory(out)
+    deadline = time.monotonic() + 120
+    while not run.checkpoint_path.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == "metabench: interrupted; run the same command to resume"
+    assert not run.result_path.exists() and run.load_checkpoint() is not None

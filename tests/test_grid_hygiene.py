@@ -1,0 +1,107 @@
+"""Grid hygiene: duplicate cells merged, a cell's cores bound its run, degenerate cells refused."""
+
+import json
+import os
+
+import pytest
+import torch
+
+from metabench.algos.registry import get_algorithm
+from metabench.cli import main
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.grid import plan
+from metabench.harness.run import RunSettings, build_algorithm, resolve
+
+
+def test_duplicate_benchmarks_algorithms_and_seeds_are_one_cell(tmp_path):
+    cells = plan(["Bandit", "Bandit"], ["nop", "rl2-ppo", "nop"], [0, 0, 1], "quick", tmp_path)
+    labels = [cell.label for cell in cells]
+    assert labels == [
+        "Bandit nop seed 0", "Bandit nop seed 1", "Bandit rl2-ppo seed 0", "Bandit rl2-ppo seed 1",
+    ]  # fmt: skip
+
+
+def test_bench_with_a_seed_twice_runs_it_once(tmp_path, capsys):
+    args = ["bench", "--envs", "Bandit", "--baselines", "nop", "--seeds", "0", "0"]
+    assert main([*args, "--results", str(tmp_path), "--workers", "2"]) == 0
+    assert "1 cells ran, 0 failed" in capsys.readouterr().out
+
+
+def test_a_cell_runs_with_the_cores_its_baseline_declares(tmp_path):
+    (maml,) = plan(["PointGoal"], ["maml-trpo"], [0], "quick", tmp_path)
+    command = maml.command()
+    assert command[command.index("--cpus") + 1] == "2" == str(get_algorithm("maml-trpo").cpus)
+
+
+def test_cpus_is_recorded_and_bounds_torch_threads(tmp_path, monkeypatch):
+    threads = []
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 64)
+    monkeypatch.setattr(torch, "set_num_threads", threads.append)
+    settings = RunSettings("Bandit", "nop", 0, 1, tmp_path, cpus=2)
+    spec, config = resolve(settings)
+    assert config["cpus"] == 2
+    build_algorithm(spec, config, None)
+    assert threads == [2]
+    settings.cpus = None  # not given: not recorded, so older runs resolve as they did
+    assert "cpus" not in resolve(settings)[1]
+
+
+@pytest.mark.mujoco
+def test_cpus_bounds_the_maml_sampler_workers_on_a_64_core_machine(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    spec = get_benchmark("HalfCheetahVel")
+    entry = get_algorithm("maml-trpo")
+    small = {"meta_batch_size": 2, "episodes_per_task": 4, "hidden_sizes": [8]}
+    hyperparameters = entry.hyperparameters(spec, small)
+    algo = entry.build(spec, 0, hyperparameters, None, cpus=2)
+    try:
+        vec_env = algo.sampler.vec_env.unwrapped  # type: ignore[attr-defined]
+        assert vec_env.nthread == 2
+        assert len(vec_env._rows._processes) == 1  # the calling process steps rows too
+    finally:
+        algo.close()  # type: ignore[attr-defined]
+    # without a bound every core is used: what a 64-core Ray node running 32 cells must not do
+    assert entry.hyperparameters(spec, small) == hyperparameters
+
+
+@pytest.mark.metaworld
+def test_cpus_bounds_the_sharded_metaworld_workers_on_a_64_core_machine(monkeypatch):
+    from metabench.vector import sharded
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    made = []
+    original = sharded.ShardedVectorEnv.__init__
+
+    def spy(self, env_fns, n_workers=None, **kwargs):
+        made.append(n_workers)
+        original(self, env_fns, n_workers, **kwargs)
+
+    monkeypatch.setattr(sharded.ShardedVectorEnv, "__init__", spy)
+    spec = get_benchmark("ML1-reach")
+    entry = get_algorithm("maml-trpo")
+    small = {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}
+    algo = entry.build(spec, 0, entry.hyperparameters(spec, small), None, cpus=2)
+    try:
+        assert made == [2]
+        assert len(algo.sampler.vec_env.unwrapped.processes) == 2  # type: ignore[attr-defined]
+    finally:
+        algo.close()  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(("algorithm", "name"), [("cem", "CEM"), ("cmaes", "CMA-ES")])
+def test_a_search_that_could_never_update_is_refused_at_resolve_time(tmp_path, algorithm, name):
+    # PointGoal gives one exploration episode; a generation needs at least two
+    with pytest.raises(ValueError, match=f"{name} on PointGoal: one generation") as error:
+        plan(["PointGoal"], [algorithm], [0], "quick", tmp_path)
+    assert "raise [evaluation] exploration_episodes to at least 2" in str(error.value)
+    assert not (tmp_path / "PointGoal").exists()
+
+
+def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
+    args = ["train", "--benchmark", "HalfCheetahVel", "--algo", "cem", "--set", "n_samples=5"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "set n_samples to at most 3 (--set n_samples=3)" in err[0]
+    assert not (tmp_path / "run").exists()
+    config = json.dumps(resolve(RunSettings("HalfCheetahVel", "cem", 0, 1, tmp_path))[1])
+    assert '"n_samples": 3' in config

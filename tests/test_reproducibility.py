@@ -1,0 +1,167 @@
+"""Evaluating cannot change results, and reset(seed=s) determines what follows."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from metabench.algos.maml.maml import MAMLTRPO
+from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.cli import main
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.run import RunSettings, make_evaluator
+from metabench.harness.training import evaluate, train
+from metabench.rng import global_rng_state
+
+
+def comparable(path: Path) -> dict:
+    """A result file without what differs between any two runs (wall times, command line)."""
+    result = json.loads(path.read_text())
+    for key in ("wall_time_s", "command"):
+        result.pop(key)
+    result["metatrain"] = {
+        key: value for key, value in result["metatrain"].items() if "/time_" not in key
+    }
+    return result
+
+
+def test_eval_every_does_not_change_the_result_of_rl2(tmp_path, capsys):
+    runs = {}
+    for every in ("0", "1"):
+        out = tmp_path / f"every{every}"
+        args = ["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--steps", "576"]
+        assert main([*args, "--eval-every", every, "--out", str(out)]) == 0
+        runs[every] = comparable(out / "result.json")
+    assert runs["0"]["iterations"] == 3
+    assert runs["1"] == runs["0"]
+    assert len(list((tmp_path / "every1" / "evaluations").iterdir())) == 3
+
+
+def test_eval_every_does_not_change_the_result_of_maml(tmp_path):
+    overrides = {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}
+    results = []
+    for every in (0, 1):
+        out = tmp_path / f"every{every}"
+        train(RunSettings("PointGoal", "maml-trpo", 0, 320, out, overrides, eval_every=every))
+        results.append(comparable(out / "result.json"))
+    assert results[0]["iterations"] == 2
+    assert results[1] == results[0]
+
+
+def test_evaluate_gives_the_periodic_numbers_of_the_same_iteration(tmp_path):
+    out = tmp_path / "run"
+    train(RunSettings("Bandit", "rl2-ppo", 0, 192, out, eval_every=1))
+    periodic = json.loads((out / "evaluations" / "iteration-000001.json").read_text())
+    first = evaluate(out).to_dict()
+    assert evaluate(out).to_dict() == first  # the same checkpoint twice: the same numbers
+    assert first["aggregate"] == periodic["aggregate"]
+
+
+def states_equal(a: dict, b: dict) -> bool:
+    return (
+        torch.equal(a["torch"], b["torch"])
+        and a["numpy"] == b["numpy"]
+        and a["python"] == b["python"]
+    )
+
+
+def test_evaluation_streams_leave_every_training_state_as_it_was():
+    spec = get_benchmark("PointGoal")
+    evaluator = make_evaluator(spec, seed=0)
+    rl2 = RL2PPO(spec.env_id, config=RL2PPOConfig(meta_batch_size=2, hidden_size=8))
+    before = global_rng_state()
+    with rl2.evaluation_streams(5):
+        first = evaluator.evaluate(rl2).to_dict()
+    assert states_equal(global_rng_state(), before)
+    with rl2.evaluation_streams(5):
+        assert evaluator.evaluate(rl2).to_dict() == first
+    with rl2.evaluation_streams(6):
+        assert evaluator.evaluate(rl2).to_dict() != first  # a stochastic policy, another stream
+
+    maml = MAMLTRPO(
+        spec.env_id, meta_batch_size=2, episodes_per_task=2, hidden_sizes=(8,),
+        env_kwargs={"horizon": 5},
+    )  # fmt: skip
+    generator = maml._eval_generator.get_state()
+    with maml.evaluation_streams(5):
+        evaluator.evaluate(maml)
+    assert torch.equal(maml._eval_generator.get_state(), generator)
+    maml.close()
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("env_id", ["metabench/HalfCheetahVel-v0", "metabench/HalfCheetahDir-v0"])
+def test_reset_with_a_seed_determines_the_episodes_that_follow(env_id):
+    import gymnasium as gym
+
+    def episodes(env) -> list[np.ndarray]:
+        env.reset(seed=0)
+        out = []
+        for _ in range(2):
+            observations = []
+            for _ in range(20):
+                obs = env.step(np.full(6, 0.3, dtype=np.float32))[0]
+                observations.append(obs)
+            out.append(np.array(observations))
+            env.reset()
+        return out
+
+    used = gym.make(env_id, horizon=20)
+    used.reset(seed=123)
+    for _ in range(5):
+        used.step(used.action_space.sample())
+    used.reset()
+    fresh = gym.make(env_id, horizon=20)
+    for a, b in zip(episodes(used), episodes(fresh), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert used.unwrapped.task == fresh.unwrapped.task
+    given = {"velocity": 1.5} if "Vel" in env_id else {"direction": -1.0}
+    fresh.unwrapped.set_task(given)
+    fresh.reset(seed=0)
+    assert fresh.unwrapped.task == given  # a task given with set_task is kept
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [
+        ("metabench/PointGoal-v0", {}),
+        ("metabench/Bandit-v0", {}),
+        pytest.param("metabench/ML1-v0", {"env_name": "reach-v3"}, marks=pytest.mark.metaworld),
+    ],
+)
+def test_reset_with_a_seed_determines_the_task_of_every_env(env_id, kwargs):
+    import gymnasium as gym
+
+    used = gym.make(env_id, **kwargs)
+    used.reset(seed=123)
+    used.step(used.action_space.sample())
+    fresh = gym.make(env_id, **kwargs)
+    first_used, first_fresh = used.reset(seed=0)[0], fresh.reset(seed=0)[0]
+    np.testing.assert_array_equal(first_used, first_fresh)
+    assert repr(used.unwrapped.task) == repr(fresh.unwrapped.task)
+    action = fresh.action_space.sample()
+    np.testing.assert_array_equal(used.step(action)[0], fresh.step(action)[0])
+
+
+@pytest.mark.mujoco
+def test_seeded_reset_of_the_batched_halfcheetah_redraws_tasks_it_drew():
+    import gymnasium as gym
+
+    def make():
+        return gym.make_vec(
+            "metabench/HalfCheetahVel-v0", num_envs=3, vectorization_mode="vector_entry_point",
+            horizon=5,
+        )  # fmt: skip
+
+    used, fresh = make(), make()
+    used.reset(seed=123)
+    used.step(used.action_space.sample())
+    first = used.reset(seed=0)[0]
+    np.testing.assert_array_equal(first, fresh.reset(seed=0)[0])
+    assert used.unwrapped.tasks == fresh.unwrapped.tasks
+    given = [{"velocity": 0.5}] * 3
+    fresh.unwrapped.set_tasks(given)
+    fresh.reset(seed=0)
+    assert fresh.unwrapped.tasks == given
