@@ -6,6 +6,11 @@ resets only at trial starts, and returns and advantages span the episodes of a t
 garage's RL2. One iteration collects exactly one trial per sub-env (``n_steps`` = trial length).
 Training uses :class:`~metabench.algos.rl2.policy.WholeSequenceLstmPolicy`, which runs the LSTM
 over whole sequences (exact, several times faster than the stock step-by-step loop).
+
+Three components of garage's published RL2-PPO can be switched on from :class:`RL2PPOConfig`
+(defaults: sb3-contrib's behaviour): ``value_baseline="linear"`` (garage's linear feature
+baseline instead of a learned critic), ``recurrent_cell="gru"`` and ``entropy_method="max"``
+(the entropy bonus added to the rewards); see :mod:`metabench.algos.rl2.ppo`.
 """
 
 from __future__ import annotations
@@ -25,11 +30,20 @@ from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
+from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
+from metabench.algos.rl2.ppo import ENTROPY_METHODS, VALUE_BASELINES, RL2RecurrentPPO, check_choice
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import TaskSampler
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
+
+RECURRENT_CELLS = ("lstm", "gru")
+"""The recurrent cells :class:`RL2PPOConfig` accepts: sb3-contrib's LSTM, garage's GRU."""
+
+POLICY_CLASSES: dict[str, type[RecurrentActorCriticPolicy]] = {
+    "lstm": WholeSequenceLstmPolicy,
+    "gru": WholeSequenceGruPolicy,
+}
 
 
 @dataclass(frozen=True)
@@ -38,13 +52,30 @@ class RL2PPOConfig:
 
     :param meta_batch_size: tasks (sub-envs) per iteration, one trial each.
     :param episodes_per_trial: episodes of one task per trial.
-    :param hidden_size: LSTM width (garage used a GRU of 64; sb3-contrib has only LSTMs).
+    :param hidden_size: width of the recurrent cell (garage: a GRU of 64 on HalfCheetah).
     :param batch_size: PPO minibatch in steps; ``None`` = the whole iteration (garage's minibatch
         of 32 trials exceeds its 10 trials per iteration, so it used the whole batch too).
     :param normalize_advantage: garage's example used ``center_adv=False``.
     :param reward_scale: multiplies the reward in the RL2 observation (Meta-World uses 0.1).
     :param deterministic_eval: act with the distribution's mean at meta-test.
     :param processes: step sub-envs in worker processes.
+    :param value_baseline: what the advantages are measured against. ``"critic"``: sb3-contrib's
+        learned value function (a critic LSTM trained with weight ``vf_coef``, GAE bootstrapped
+        at the trial's time limit). ``"linear"``: garage's RL2 baseline
+        (``garage/tf/algos/_rl2npo.py``, ``garage/np/baselines/linear_feature_baseline.py``), a
+        linear feature baseline fitted before each update on the iteration's trials (features
+        over the whole trial) to their discounted returns, GAE over each trial with the value
+        after its last step 0; there is no critic and ``vf_coef`` is ignored.
+    :param recurrent_cell: ``"lstm"`` (sb3-contrib's cell) or ``"gru"``, the cell of garage's
+        ``GaussianGRUPolicy`` (``garage/examples/tf/rl2_ppo_halfcheetah.py``), both
+        ``hidden_size`` wide.
+    :param entropy_method: how ``ent_coef`` enters. ``"regularized"``: sb3-contrib's
+        ``-ent_coef * mean entropy`` in the PPO loss. ``"max"``: garage's RL2 setting
+        (``entropy_method='max'``, ``stop_entropy_gradient=True`` in
+        ``garage/examples/tf/rl2_ppo_halfcheetah.py``, ``garage/tf/algos/npo.py``):
+        ``ent_coef * entropy`` added to every step's reward before returns and advantages are
+        computed, and no entropy term in the loss. Like garage, ``"max"`` refuses
+        ``normalize_advantage=True``, which would cancel most of the bonus.
     """
 
     meta_batch_size: int = 10
@@ -63,6 +94,9 @@ class RL2PPOConfig:
     reward_scale: float = 1.0
     deterministic_eval: bool = False
     processes: bool = False
+    value_baseline: str = "critic"
+    recurrent_cell: str = "lstm"
+    entropy_method: str = "regularized"
 
     def __post_init__(self) -> None:
         for name in ("meta_batch_size", "episodes_per_trial", "hidden_size", "n_epochs"):
@@ -73,6 +107,14 @@ class RL2PPOConfig:
             raise ValueError("discount and gae_lambda must lie in [0, 1]")
         if self.learning_rate <= 0:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        check_choice("value_baseline", self.value_baseline, VALUE_BASELINES)
+        check_choice("recurrent_cell", self.recurrent_cell, RECURRENT_CELLS)
+        check_choice("entropy_method", self.entropy_method, ENTROPY_METHODS)
+        if self.entropy_method == "max" and self.normalize_advantage:
+            raise ValueError(
+                "entropy_method='max' needs normalize_advantage=False (garage refuses "
+                "center_adv with it): normalising would remove most of the entropy bonus"
+            )
 
 
 class _TrialStats(BaseCallback):
@@ -169,8 +211,9 @@ class RL2PPO(MetaRLAlgorithm):
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
     :param tensorboard_log: directory for SB3's TensorBoard logs, or ``None``.
-    :param policy_class: sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same
-        policy step by step through the LSTM (only for speed comparisons: results are equal).
+    :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
+        sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same LSTM policy step by
+        step (only for speed comparisons: results are equal).
 
     Example::
 
@@ -189,9 +232,16 @@ class RL2PPO(MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
-        policy_class: type[RecurrentActorCriticPolicy] = WholeSequenceLstmPolicy,
+        policy_class: type[RecurrentActorCriticPolicy] | None = None,
     ) -> None:
         self.config = config = config or RL2PPOConfig()
+        if policy_class is None:
+            policy_class = POLICY_CLASSES[config.recurrent_cell]
+        elif issubclass(policy_class, WholeSequenceGruPolicy) != (config.recurrent_cell == "gru"):
+            raise ValueError(
+                f"policy_class {policy_class.__name__} does not build the "
+                f"{config.recurrent_cell!r} cell that config.recurrent_cell asks for"
+            )
         self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
             env,
             config.meta_batch_size,
@@ -208,7 +258,15 @@ class RL2PPO(MetaRLAlgorithm):
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])
         steps_per_iteration = self.trial_length * config.meta_batch_size
-        self.model = RecurrentPPO(
+        linear = config.value_baseline == "linear"
+        maximum_entropy = config.entropy_method == "max"
+        policy_kwargs: dict[str, Any] = {
+            "lstm_hidden_size": config.hidden_size,
+            "net_arch": {"pi": [], "vf": []},
+        }
+        if linear:
+            policy_kwargs["enable_critic_lstm"] = False  # no critic to run
+        self.model = RL2RecurrentPPO(
             policy_class,
             self.venv,
             learning_rate=config.learning_rate,
@@ -219,16 +277,16 @@ class RL2PPO(MetaRLAlgorithm):
             gae_lambda=config.gae_lambda,
             clip_range=config.clip_range,
             normalize_advantage=config.normalize_advantage,
-            ent_coef=config.ent_coef,
-            vf_coef=config.vf_coef,
+            ent_coef=0.0 if maximum_entropy else config.ent_coef,
+            vf_coef=0.0 if linear else config.vf_coef,
             max_grad_norm=config.max_grad_norm,
-            policy_kwargs={
-                "lstm_hidden_size": config.hidden_size,
-                "net_arch": {"pi": [], "vf": []},
-            },
+            policy_kwargs=policy_kwargs,
             tensorboard_log=tensorboard_log,
             seed=seed,
             device="cpu",
+            value_baseline=config.value_baseline,
+            entropy_method=config.entropy_method,
+            policy_ent_coeff=config.ent_coef if maximum_entropy else 0.0,
         )
         self.steps_per_iteration = steps_per_iteration
         self.iterations = 0
