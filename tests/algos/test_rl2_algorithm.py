@@ -12,6 +12,7 @@ from metabench.algos.nop import NOP
 from metabench.algos.registry import get_algorithm
 from metabench.algos.rl2 import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
 from metabench.wrappers import RL2Env, Trial
@@ -290,6 +291,24 @@ def test_linear_baseline_trains_no_critic():
         else:
             assert not th.equal(p, before[name]), name
     th.testing.assert_close(policy.value_net.weight, th.zeros_like(policy.value_net.weight))
+
+
+def test_linear_baseline_refuses_rollouts_that_are_not_whole_trials():
+    """Outside RL2PPO, a rollout that cuts trials (CartPole episodes end anywhere) is refused
+    rather than fitted with time features counted from the wrong step."""
+    model = RL2RecurrentPPO(
+        WholeSequenceLstmPolicy,
+        "CartPole-v1",
+        n_steps=64,
+        batch_size=64,
+        seed=0,
+        device="cpu",
+        vf_coef=0.0,
+        value_baseline="linear",
+        policy_kwargs={"lstm_hidden_size": 8, "enable_critic_lstm": False},
+    )
+    with pytest.raises(ValueError, match="one whole trial per sub-env"):
+        model.learn(64)
 
 
 def test_max_entropy_adds_the_entropy_to_every_reward_and_leaves_the_loss():
