@@ -79,7 +79,8 @@ def test_the_shipped_specs_say_what_the_published_settings_are():
     assert rl2.hyperparameters(vel, {})["ent_coef"] == 0.02  # garage's HalfCheetahVel example
     # a glob table ("ML1-*") applies to every ML1 benchmark, with its source recorded
     assert rl2.hyperparameters(push, {})["hidden_size"] == 256
-    assert any("Meta-World paper" in source for source in rl2.sources("ML1-push"))
+    assert any("Meta-World+" in source for source in rl2.sources("ML1-push"))
+    assert rl2.hyperparameters(push, {})["meta_batch_size"] == 10  # ML1-* after ML*
     maml = get_algorithm("maml-trpo")
     assert maml.profile("paper", "HalfCheetahVel").steps == 500 * 2 * 40 * 20 * 100
     # later matching tables win: ML* sets 2e7, then ML1-* sets 2e6
