@@ -28,9 +28,8 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.rl2.algorithm import rescale_actions
+from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
 from metabench.data import EpisodeBatch
-from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.tasks.base import Task, TaskSampler
 from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
@@ -249,25 +248,14 @@ class ReferencePPO(MetaRLAlgorithm):
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Weights, optimizer, counters, task schedule and the global generators SB3 draws from."""
+        """Everything needed to continue training: weights, optimizer, counters, task schedule."""
         return {
             "config": config_dict(self.config),
             "oracle": self.oracle,
-            "policy": self.model.policy.state_dict(),
-            "optimizer": self.model.policy.optimizer.state_dict(),
-            "iterations": self.iterations,
-            "num_timesteps": self.model.num_timesteps,
-            "tasks": self.venv.state_dict(),
-            "global_rng": global_rng_state(),
+            **training_state(self.model, self.venv, self.iterations),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("config") != config_dict(self.config) or state.get("oracle") != self.oracle:
             raise ValueError("checkpoint was written with a different ReferenceConfig or oracle")
-        self.model.policy.load_state_dict(state["policy"])
-        self.model.policy.optimizer.load_state_dict(state["optimizer"])
-        self.iterations = int(state["iterations"])
-        self.model.num_timesteps = int(state["num_timesteps"])
-        self.venv.load_state_dict(state["tasks"])
-        set_global_rng_state(state["global_rng"])
-        self.model._last_obs = None  # the next learn() resets the envs: a fresh episode
+        self.iterations = load_training_state(self.model, self.venv, state)

@@ -29,8 +29,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
 from metabench.data import EpisodeBatch
-from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.tasks.base import TaskSampler
 from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
@@ -178,20 +178,6 @@ class RL2AdaptedPolicy(Policy):
         return self._explored.get_action(observation)
 
 
-def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
-    """Present a bounded Box action space as [-1, 1], the scale SB3's Gaussian policy starts at
-    (std 1); envs with other bounds would have almost every action clipped."""
-    space = env.action_space
-    if (
-        isinstance(space, gym.spaces.Box)
-        and np.isfinite(space.low).all()
-        and np.isfinite(space.high).all()
-        and not (np.all(space.low == -1.0) and np.all(space.high == 1.0))
-    ):
-        return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
-    return env
-
-
 class RL2PPO(MetaRLAlgorithm):
     """RL2 with PPO as the inner algorithm.
 
@@ -320,23 +306,10 @@ class RL2PPO(MetaRLAlgorithm):
         """Everything needed to continue training: weights, optimizer, counters, task schedule."""
         return {
             "config": config_dict(self.config),
-            "policy": self.model.policy.state_dict(),
-            "optimizer": self.model.policy.optimizer.state_dict(),
-            "iterations": self.iterations,
-            "num_timesteps": self.model.num_timesteps,
-            "tasks": self.venv.state_dict(),
-            # SB3 seeds and draws from the global generators (minibatch order from NumPy's,
-            # action noise from torch's): resuming exactly needs all three.
-            "global_rng": global_rng_state(),
+            **training_state(self.model, self.venv, self.iterations),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("config") != config_dict(self.config):
             raise ValueError("checkpoint was written with a different RL2PPOConfig")
-        self.model.policy.load_state_dict(state["policy"])
-        self.model.policy.optimizer.load_state_dict(state["optimizer"])
-        self.iterations = int(state["iterations"])
-        self.model.num_timesteps = int(state["num_timesteps"])
-        self.venv.load_state_dict(state["tasks"])
-        set_global_rng_state(state["global_rng"])
-        self.model._last_obs = None  # the next learn() resets the envs: a fresh trial
+        self.iterations = load_training_state(self.model, self.venv, state)
