@@ -28,11 +28,14 @@ run: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/metabench demo
 
+# The docstring examples of the package run as doctests after tests/.
 test: $(STAMP)
 	$(BIN)/python -m pytest -m "not benchmark" -q
+	$(BIN)/python -m pytest -q --doctest-modules metabench
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not benchmark" -q
+	$(BIN)/python -m pytest -q --doctest-modules metabench
 
 bench: $(STAMP)
 	$(BIN)/python -m pytest tests/benchmarks -m benchmark --benchmark-enable -q -s $(BENCH_ARGS)

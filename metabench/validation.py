@@ -330,7 +330,10 @@ def check_count(name: str, value: Any, minimum: int = 1, hint: str = "") -> int:
     integer = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
     if not integer or value < minimum:
         suffix = f": {hint}" if hint else ""
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}{suffix}")
+        kind = {0: "a non-negative integer", 1: "a positive integer"}.get(
+            minimum, f"an integer >= {minimum}"
+        )
+        raise ValueError(f"{name} must be {kind}, got {value!r}{suffix}")
     return int(value)
 
 

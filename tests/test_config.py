@@ -243,3 +243,18 @@ def test_committed_results_resolve_to_their_recorded_configuration():
         )
         if "hyperparameter_sources" in config:  # older results did not record them
             assert entry.sources(spec.name) == config["hyperparameter_sources"], path
+
+
+def test_list_shows_every_hyperparameter_with_its_type_and_default(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    rows = {
+        tuple(cell.strip() for cell in line.split("│")[1:5])
+        for line in out.splitlines()
+        if line.count("│") >= 6
+    }
+    assert ("maml-trpo", "first_order", "true or false", "false") in rows
+    assert ("maml-trpo", "hidden_sizes", "a list of integers >= 1", "[100, 100]") in rows
+    assert ("rl2-ppo", "batch_size", "a positive integer or null", "null") in rows
+    assert ("rl2-ppo", "discount", "a finite number in [0, 1]", "0.99") in rows
+    assert ("nop", "action", "one of 'zero', 'random'", "zero") in rows

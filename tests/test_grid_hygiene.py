@@ -98,10 +98,24 @@ def test_a_search_that_could_never_update_is_refused_at_resolve_time(tmp_path, a
 
 
 def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
-    args = ["train", "--benchmark", "HalfCheetahVel", "--algo", "cem", "--set", "n_samples=5"]
+    args = ["train", "--benchmark", "HalfCheetahVel", "--algo", "cem", "--set", "n_samples=11"]
     assert main([*args, "--out", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "set n_samples to at most 3 (--set n_samples=3)" in err[0]
+    assert len(err) == 1 and "set n_samples to at most 10 (--set n_samples=10)" in err[0]
     assert not (tmp_path / "run").exists()
     config = json.dumps(resolve(RunSettings("HalfCheetahVel", "cem", 0, 1, tmp_path))[1])
-    assert '"n_samples": 3' in config
+    assert '"n_samples": 5' in config  # two generations of HalfCheetahVel's 10 episodes
+
+
+def test_a_run_directory_from_before_cpus_was_recorded_is_the_same_run(tmp_path):
+    from metabench.harness.run import RunDirectory, RunError
+
+    settings = RunSettings("Bandit", "nop", 0, 1, tmp_path, cpus=1)
+    _, config = resolve(settings)
+    run = RunDirectory(tmp_path)
+    run.create()
+    run.claim({k: v for k, v in config.items() if k != "cpus"})  # an older grid's cell
+    run.claim(config)
+    assert run.read_config() == config
+    with pytest.raises(RunError, match="differs in: cpus"):
+        run.claim({**config, "cpus": 2})

@@ -100,8 +100,8 @@ def test_every_algorithm_resolves_on_every_benchmark_and_profile(algorithm):
         for profile in ("quick", "paper", "reduced"):
             settings = entry.profile(profile, name)
             if algorithm in ("cem", "cmaes") and spec.n_exploration_eps < 2:
-                # a one-episode search never updates: refused, naming the fix
-                with pytest.raises(ValueError, match="exploration_episodes to at least 2"):
+                # a generation needs two exploration episodes: refused, naming the fix
+                with pytest.raises(ValueError, match="the search would never update"):
                     entry.hyperparameters(spec, settings.overrides)
                 continue
             values = entry.hyperparameters(spec, settings.overrides)

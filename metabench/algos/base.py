@@ -4,7 +4,7 @@ The meta-test evaluator talks only to this interface, so a user's own algorithm 
 same way as the built-in ones::
 
     class MyAlgo(MetaRLAlgorithm):
-        def train(self, n_iterations: int) -> None: ...
+        def train(self, n_iterations: int) -> dict[str, float]: ...
         def get_exploration_policy(self) -> Policy: ...
         def adapt_policy(self, exploration_policy, exploration_episodes) -> Policy: ...
 
@@ -47,8 +47,17 @@ class MetaRLAlgorithm(abc.ABC):
     """Environment steps one :meth:`train` iteration takes (0: the algorithm does not train)."""
 
     @abc.abstractmethod
-    def train(self, n_iterations: int) -> Any:
-        """Run ``n_iterations`` meta-training iterations (continuing where the last call ended)."""
+    def train(self, n_iterations: int) -> dict[str, float]:
+        """Run ``n_iterations`` meta-training iterations (continuing where the last call ended).
+
+        :returns: numbers of the last iteration, each keyed ``metatrain/<name>``; the harness
+            logs them to TensorBoard and records the last ones as ``result.json``'s
+            ``metatrain``. An algorithm that does not meta-train returns ``{}``. Keys of the
+            built-in algorithms: ``metatrain/average_return``, ``metatrain/success_rate`` and
+            ``metatrain/return_episode_<k>`` (RL2-PPO: over the episodes of the trials);
+            ``metatrain/pre_update_return``, ``metatrain/post_update_return``,
+            ``metatrain/trpo_*``, ``metatrain/time_*`` and ``metatrain/env_steps`` (MAML-TRPO).
+        """
 
     @abc.abstractmethod
     def get_exploration_policy(self) -> Policy:

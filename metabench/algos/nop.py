@@ -102,8 +102,8 @@ class NOP(MetaRLAlgorithm):
         >>> policy = algo.get_exploration_policy()
         >>> policy.get_action(np.zeros(3)).tolist()
         [0.0, 0.0]
-        >>> algo.train(5); algo.n_iterations
-        5
+        >>> algo.train(5), algo.n_iterations
+        ({}, 5)
     """
 
     def __init__(
@@ -127,9 +127,10 @@ class NOP(MetaRLAlgorithm):
         self.n_iterations = 0
         self._rng = np.random.default_rng(seed)
 
-    def train(self, n_iterations: int) -> None:
-        """Learn nothing; only count ``n_iterations``."""
+    def train(self, n_iterations: int) -> dict[str, float]:
+        """Learn nothing; only count ``n_iterations``. Returns ``{}``: no meta-training numbers."""
         self.n_iterations += check_count("n_iterations", n_iterations, 0)
+        return {}
 
     @contextmanager
     def evaluation_streams(self, seed: int) -> Iterator[None]:

@@ -274,10 +274,11 @@ class PolicySearch(MetaRLAlgorithm):
     def make_search(self, rng: np.random.Generator) -> Search:
         """A new search for one task, drawing its randomness from ``rng`` only."""
 
-    def train(self, n_iterations: int) -> None:
-        """Nothing to meta-train; only count ``n_iterations``."""
+    def train(self, n_iterations: int) -> dict[str, float]:
+        """Nothing to meta-train; only count ``n_iterations``. Returns ``{}``."""
         check_count("n_iterations", n_iterations, 0, "pass how many iterations to run")
         self.n_iterations += int(n_iterations)
+        return {}
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """``RL2Env(env)``: the exploration policy reads rewards and episode ends from it."""

@@ -1,6 +1,6 @@
 """Where the cells of a grid run: on this machine, or on a Ray cluster.
 
-Both executors run each cell with :func:`~metabench.harness.grid.run_cell` (one ``metabench
+Both executors run each cell with :func:`~metabench.harness.cells.run_cell` (one ``metabench
 train`` subprocess per cell, so a crashing cell cannot take the grid down) and yield every
 ``(cell, outcome)`` as soon as that cell finishes, so the caller can report progress as it goes.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
-from metabench.harness.grid import Cell, run_cell
+from metabench.harness.cells import Cell, run_cell
 from metabench.harness.run import RunError
 
 EXECUTORS = ("local", "ray")

@@ -9,55 +9,21 @@ same grid again finishes what is left.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from metabench.algos.registry import get_algorithm
-from metabench.harness.atomic import atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.cells import Cell, run_cell  # noqa: F401 - the grid's cells, re-exported
 from metabench.harness.run import RunDirectory
 
 if TYPE_CHECKING:
     from metabench.harness.executors import Executor
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One run of the grid."""
-
-    benchmark: str
-    algorithm: str
-    seed: int
-    steps: int
-    overrides: tuple[tuple[str, Any], ...]
-    out: Path
-    cpus: int = 1
-    """CPU cores the run uses (its own process plus any sampler workers)."""
-
-    @property
-    def label(self) -> str:
-        return f"{self.benchmark} {self.algorithm} seed {self.seed}"
-
-    def command(self) -> list[str]:
-        command = [
-            sys.executable, "-m", "metabench.cli", "train",
-            "--benchmark", self.benchmark, "--algo", self.algorithm,
-            "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
-            "--cpus", str(self.cpus),
-        ]  # fmt: skip
-        for key, value in self.overrides:
-            command += ["--set", f"{key}={json.dumps(value)}"]
-        return command
 
 
 def plan(
@@ -92,26 +58,6 @@ def plan(
                     Cell(spec.name, entry.name, seed, settings.steps, overrides, out, entry.cpus)
                 )
     return cells
-
-
-def run_cell(cell: Cell) -> str | None:
-    """Run one cell to completion; ``None`` on success, else the error (also in error.json)."""
-    cell.out.mkdir(parents=True, exist_ok=True)
-    log = cell.out / "train.log"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # cells run side by side: no oversubscription
-    with log.open("ab") as handle:
-        finished = subprocess.run(cell.command(), stdout=handle, stderr=subprocess.STDOUT, env=env)
-    error_file = cell.out / "error.json"
-    if finished.returncode == 0:
-        error_file.unlink(missing_ok=True)
-        return None
-    tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-    message = tail[-1] if tail else f"exit code {finished.returncode}"
-    atomic_write_json(
-        error_file,
-        {"command": " ".join(cell.command()), "exit_code": finished.returncode, "log_tail": tail},
-    )
-    return message
 
 
 def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dict[Cell, str | None]:

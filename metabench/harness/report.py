@@ -84,7 +84,7 @@ def grid_table(summaries: Sequence[Summary], title: str) -> Table:
     return table
 
 
-def specs_tables() -> tuple[Table, Table]:
+def specs_tables() -> tuple[Table, ...]:
     """What ``envs/`` and ``baselines/`` hold: one row per benchmark, one per algorithm."""
     from metabench.algos.registry import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
@@ -108,4 +108,34 @@ def specs_tables() -> tuple[Table, Table]:
             f"{profile} {setting.steps:,}" for profile, setting, _ in entry.profiles
         )
         algorithms.add_row(name, str(entry.cpus), budgets, entry.description)
-    return benchmarks, algorithms
+    return benchmarks, algorithms, hyperparameters_table()
+
+
+def hyperparameters_table() -> Table:
+    """Every hyperparameter of every algorithm, from its config dataclass: type and range,
+    default (before the baseline file's per-benchmark settings), documentation."""
+    from metabench.algos.registry import load_algorithms
+    from metabench.validation import config_fields
+
+    table = Table(
+        title="hyperparameters (--set KEY=VALUE, or [benchmarks.*] in baselines/*.toml); "
+        "defaults before the per-benchmark settings"
+    )
+    for column in ("algorithm", "name", "type", "default"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("about")
+    for name, entry in sorted(load_algorithms().items()):
+        config = entry.implementation.config_class()
+        if config is None:
+            continue
+        for field in config_fields(config):
+            default = field.default
+            shown = (
+                "null"
+                if default is None
+                else str(default).lower()
+                if isinstance(default, bool)
+                else str(list(default) if isinstance(default, tuple) else default)
+            )
+            table.add_row(name, field.name, field.describe(), shown, field.doc)
+    return table

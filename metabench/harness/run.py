@@ -19,6 +19,7 @@ from __future__ import annotations
 import io
 import json
 import pickle
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,8 @@ from metabench.evaluation import MetaEvaluator, task_to_json
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.resultfile import CorruptResultError, read_result
+from metabench.tasks.base import Task
+from metabench.validation import check_count
 
 CHECKPOINT_FORMAT = 2
 """Format 2: tensors and plain values only, read with ``torch.load(weights_only=True)`` so that
@@ -149,6 +152,11 @@ class RunDirectory:
                 )
             atomic_write_json(self.config_path, config)
             return
+        if "cpus" not in existing and existing == {k: v for k, v in config.items() if k != "cpus"}:
+            # written before runs recorded their cores (a grid cell of an older version): the
+            # same run, now with the bound recorded
+            atomic_write_json(self.config_path, config)
+            return
         if existing != config:
             differing = sorted(
                 k for k in set(existing) | set(config) if existing.get(k) != config.get(k)
@@ -195,9 +203,41 @@ class RunDirectory:
         atomic_write_bytes(self.checkpoint_path, buffer.getvalue())
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """A run resolved once, before anything is built or written: what the loop consumes.
+
+    :param spec: the benchmark.
+    :param config: the full configuration, exactly as ``config.json`` holds it.
+    :param test_tasks: the held-out tasks (``config["test_tasks"]`` before JSON).
+    :param run: the run directory.
+    """
+
+    spec: BenchmarkSpec
+    config: dict[str, Any]
+    test_tasks: tuple[Task, ...]
+    run: RunDirectory
+
+    def evaluator(self) -> MetaEvaluator:
+        """The meta-test of this run: its test tasks, with the benchmark's protocol."""
+        return make_evaluator(self.spec, self.config["seed"], test_tasks=self.test_tasks)
+
+
+def plan_run(settings: RunSettings) -> RunPlan:
+    """Resolve ``settings`` once (raises ``KeyError`` or ``ValueError`` for unknown names and
+    bad hyperparameters; nothing is built or written)."""
+    spec, config, test_tasks = _resolve(settings)
+    return RunPlan(spec, config, tuple(test_tasks), RunDirectory(settings.out))
+
+
 def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
     """The benchmark and the full configuration a run records (raises ``KeyError`` or
     ``ValueError`` for unknown names and bad hyperparameters)."""
+    spec, config, _ = _resolve(settings)
+    return spec, config
+
+
+def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list[Task]]:
     entry = get_algorithm(settings.algorithm)
     spec = benchmark_for(settings.benchmark, settings.algorithm)
     hyperparameters = entry.hyperparameters(spec, settings.hyperparameters)
@@ -219,14 +259,8 @@ def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }
     if settings.cpus is not None:
-        if (
-            isinstance(settings.cpus, bool)
-            or not isinstance(settings.cpus, int)
-            or settings.cpus < 1
-        ):
-            raise RunError(f"--cpus must be a positive integer, got {settings.cpus!r}")
-        config["cpus"] = settings.cpus
-    return spec, json.loads(json.dumps(config))  # exactly what config.json will read back
+        config["cpus"] = check_count("--cpus", settings.cpus)
+    return spec, json.loads(json.dumps(config)), test_tasks  # as config.json will read back
 
 
 def benchmark_for(benchmark: str, algorithm: str) -> BenchmarkSpec:
@@ -246,11 +280,23 @@ def build_algorithm(
     return entry.build(spec, config["seed"], config["hyperparameters"], log_dir, cpus=cpus)
 
 
-def make_evaluator(spec: BenchmarkSpec, seed: int, **protocol: int) -> MetaEvaluator:
+def make_evaluator(
+    spec: BenchmarkSpec,
+    seed: int,
+    *,
+    test_tasks: Sequence[Task] | None = None,
+    n_exploration_eps: int | None = None,
+    n_test_episodes: int | None = None,
+) -> MetaEvaluator:
+    """The meta-test of a run of ``spec`` seeded ``seed``: ``test_tasks`` (default: the
+    benchmark's for the seed), with the benchmark's protocol unless the episode counts change
+    it."""
     return MetaEvaluator(
         lambda: spec.make_test_env(seed),
-        spec.test_tasks(seed),
-        n_exploration_eps=protocol.get("n_exploration_eps", spec.n_exploration_eps),
-        n_test_episodes=protocol.get("n_test_episodes", spec.n_test_episodes),
+        spec.test_tasks(seed) if test_tasks is None else list(test_tasks),
+        n_exploration_eps=spec.n_exploration_eps
+        if n_exploration_eps is None
+        else n_exploration_eps,
+        n_test_episodes=spec.n_test_episodes if n_test_episodes is None else n_test_episodes,
         seed=seed,
     )

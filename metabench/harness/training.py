@@ -24,7 +24,7 @@ from metabench.harness.run import (
     benchmark_for,
     build_algorithm,
     make_evaluator,
-    resolve,
+    plan_run,
 )
 from metabench.rng import derived_seed
 
@@ -53,17 +53,11 @@ def evaluation_seed(seed: int, iteration: int) -> int:
 
 
 def iteration_stats(output: Any) -> dict[str, float]:
-    """What ``algo.train(1)`` returned, as flat ``metatrain/...`` numbers: a dict as it is, or
-    the last of a list of per-iteration records with ``as_dict()`` (MAML-TRPO)."""
+    """What ``algo.train(1)`` returned (``dict[str, float]``, see
+    :meth:`~metabench.algos.base.MetaRLAlgorithm.train`), its values as floats; anything else
+    (an algorithm of an older interface returning ``None``) gives ``{}``."""
     if isinstance(output, dict):
-        return {key: float(value) for key, value in output.items()}
-    if isinstance(output, list) and output and hasattr(output[-1], "as_dict"):
-        record = output[-1].as_dict()
-        return {
-            f"metatrain/{key}": float(value)
-            for key, value in record.items()
-            if isinstance(value, (int, float)) and not isinstance(value, bool)
-        }
+        return {str(key): float(value) for key, value in output.items()}
     return {}
 
 
@@ -74,8 +68,8 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         any file is written when the settings cannot work.
     """
     console = console or make_console(stderr=True)
-    spec, config = resolve(settings)
-    run = RunDirectory(settings.out)
+    plan = plan_run(settings)
+    spec, config, run = plan.spec, plan.config, plan.run
     algo = build_algorithm(spec, config, str(run.tensorboard))
     per_iteration = algo.steps_per_iteration
     if per_iteration and settings.env_steps < per_iteration:
@@ -99,7 +93,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         algo.load_state_dict(state["algorithm"])
         start, wall_before, last_stats = state["iteration"], state["wall_time"], state["metatrain"]
         console.print(f"Resuming {run.path} at iteration {start} of {n_iterations}")
-    evaluator = make_evaluator(spec, settings.seed)
+    evaluator = plan.evaluator()
     began = time.perf_counter()
     with (
         SummaryWriter(str(run.tensorboard / "metabench")) as writer,
@@ -185,17 +179,15 @@ def evaluate(
         raise RunError(f"{run.path} has no checkpoint yet: train first (metabench train ...)")
     if state is not None:
         algo.load_state_dict(state["algorithm"])
-    protocol = {
-        key: value
-        for key, value in {
-            "n_exploration_eps": n_exploration_eps,
-            "n_test_episodes": n_test_episodes,
-        }.items()
-        if value is not None
-    }
     iteration = 0 if state is None else int(state["iteration"])
     with algo.evaluation_streams(evaluation_seed(config["seed"], iteration)):
-        result = make_evaluator(spec, config["seed"], **protocol).evaluate(algo)
+        evaluator = make_evaluator(
+            spec,
+            config["seed"],
+            n_exploration_eps=n_exploration_eps,
+            n_test_episodes=n_test_episodes,
+        )
+        result = evaluator.evaluate(algo)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     atomic_write_json(
         run.evaluations / f"evaluate-{stamp}.json",

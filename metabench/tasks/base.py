@@ -20,6 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from metabench.errors import InvalidActionError, StepBeforeResetError
+from metabench.validation import check_count
 
 Task = Any
 """A task: a JSON-able dict for the HalfCheetah envs, a ``metaworld.Task`` for Meta-World."""
@@ -132,8 +133,7 @@ def apply_reset_task(
 
 def check_n_tasks(n: int) -> None:
     """Reject a non-positive or non-integer number of tasks."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"number of tasks must be a positive integer, got {n!r}")
+    check_count("number of tasks", n)
 
 
 class TaskSampler(abc.ABC):

@@ -27,6 +27,7 @@ from metabench.tasks.base import (
     check_action,
     check_n_tasks,
 )
+from metabench.validation import check_count
 
 CTRL_COST_WEIGHT = 0.05
 """garage's control cost: ``0.5 * 1e-1 * sum(action**2)``."""
@@ -42,8 +43,7 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
     def __init__(
         self, horizon: int = 200, action_scale: float | None = None, **kwargs: Any
     ) -> None:
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        check_count("horizon", horizon)
         super().__init__(ctrl_cost_weight=CTRL_COST_WEIGHT, **kwargs)
         self.horizon = horizon
         self.observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)

@@ -78,6 +78,7 @@ from metabench.tasks.halfcheetah import (
     HalfCheetahTaskEnv,
     HalfCheetahVelEnv,
 )
+from metabench.validation import check_count
 
 Backend = Literal["exact", "rollout"]
 
@@ -297,14 +298,10 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         nthread: int | None = None,
         backend: Backend = "exact",
     ) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+        check_count("num_envs", num_envs)
         if nthread is None:
             nthread = os.cpu_count() or 1
-        if isinstance(nthread, bool) or not isinstance(nthread, int) or nthread < 1:
-            raise ValueError(f"nthread must be a positive integer or None, got {nthread!r}")
+        nthread = check_count("nthread", nthread, hint="pass None for every core")
         if backend not in ("exact", "rollout"):
             raise ValueError(f"backend must be 'exact' or 'rollout', got {backend!r}")
 

@@ -62,6 +62,7 @@ from gymnasium.vector.utils import (
 )
 
 from metabench.tasks.base import Task
+from metabench.validation import check_count
 
 __all__ = ["ShardedVectorEnv", "SubEnvError", "make_sharded_task_env"]
 
@@ -249,8 +250,7 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
             raise ValueError("ShardedVectorEnv needs at least one env factory")
         if n_workers is None:
             n_workers = os.cpu_count() or 1
-        if isinstance(n_workers, bool) or not isinstance(n_workers, int) or n_workers < 1:
-            raise ValueError(f"n_workers must be a positive integer or None, got {n_workers!r}")
+        n_workers = check_count("n_workers", n_workers, hint="pass None for every core")
         self.num_envs = len(env_fns)
         n_workers = min(n_workers, self.num_envs)
         sizes = [
@@ -502,8 +502,7 @@ def make_sharded_task_env(
     """
     from metabench.vector import _make_task_env
 
-    if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)) or num_envs < 1:
-        raise ValueError(f"num_envs must be a positive integer, got {num_envs!r}")
+    check_count("num_envs", num_envs)
     gym.spec(env_id)  # fail here on an unknown id, not in the workers
     fn = functools.partial(_make_task_env, env_id, dict(env_kwargs))
     return ShardedVectorEnv([fn] * int(num_envs), n_workers)

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 
 from metabench.tasks.base import Task, TaskSampler
+from metabench.validation import check_count
 
 EPISODE_END = "episode_end"
 """``info`` key set to True on the step that ended an inner episode (the trial's last included)."""
@@ -55,14 +56,7 @@ class Trial(gym.Wrapper[Any, Any, Any, Any]):
         episodes_per_trial: int,
         sampler: TaskSampler | None = None,
     ) -> None:
-        if (
-            isinstance(episodes_per_trial, bool)
-            or not isinstance(episodes_per_trial, (int, np.integer))
-            or episodes_per_trial < 1
-        ):
-            raise ValueError(
-                f"episodes_per_trial must be an integer >= 1, got {episodes_per_trial!r}"
-            )
+        check_count("episodes_per_trial", episodes_per_trial)
         if sampler is not None:
             # A trial draws one task at a time: a sampler that needs whole meta-batches (a
             # balanced Meta-World sampler) fails here, where the message can name the fix.

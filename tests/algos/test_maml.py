@@ -596,7 +596,8 @@ def test_maml_rejects_a_vector_env_of_the_wrong_size() -> None:
 def test_training_iteration_with_several_inner_steps(steps: int, first_order: bool) -> None:
     algo = small_maml(num_grad_updates=steps, first_order=first_order)
     before = flatten([p.detach() for p in algo.policy.parameters()]).clone()
-    (stats,) = algo.train(1)
+    algo.train(1)
+    stats = algo.history[-1]
     after = flatten([p.detach() for p in algo.policy.parameters()])
     assert stats.iteration == 0 and algo.iteration == 1
     assert stats.env_steps == 2 * (2 * 2 * 5)  # two passes of 2 tasks x 2 episodes x 5 steps
@@ -645,7 +646,8 @@ def test_meta_optimize_with_a_nan_advantage_leaves_the_meta_policy_unchanged(
     # and train() reports a rejected step in its stats and the log
     algo.meta_optimize = lambda train_data, valid_data: record  # type: ignore[method-assign]
     with caplog.at_level("WARNING", logger="metabench.algos.maml.maml"):
-        (stats,) = algo.train(1)
+        algo.train(1)
+        stats = algo.history[-1]
     assert stats.trpo is record
     assert "outer step rejected (nonfinite_gradient)" in caplog.text
     algo.close()
@@ -677,12 +679,14 @@ def test_state_dict_resumes_training_exactly() -> None:
     algo = small_maml()
     algo.train(1)
     state = algo.state_dict()
-    (expected,) = algo.train(1)
+    algo.train(1)
+    expected = algo.history[-1]
     expected_params = flatten([p.detach() for p in algo.policy.parameters()])
 
     resumed = small_maml(seed=123)  # different seed: everything must come from the state
     resumed.load_state_dict(state)
-    (stats,) = resumed.train(1)
+    resumed.train(1)
+    stats = resumed.history[-1]
     assert stats.iteration == expected.iteration == 1
     assert stats.pre_update_return == expected.pre_update_return
     assert stats.post_update_return == expected.post_update_return
@@ -730,7 +734,8 @@ def test_maml_trpo_meta_learns_point_goal() -> None:
     untrained = MAMLTRPO(POINT_GOAL, **config)
     _, untrained_post = evaluate(untrained, test_tasks, 10)
     algo = MAMLTRPO(POINT_GOAL, **config)
-    history = algo.train(60)
+    algo.train(60)
+    history = algo.history
     pre, post = evaluate(algo, test_tasks, 10)
     print(f"untrained post {untrained_post:.2f}; meta-trained pre {pre:.2f} post {post:.2f}")
     assert sum(s.trpo.accepted for s in history) >= 54

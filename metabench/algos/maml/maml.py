@@ -49,7 +49,7 @@ from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
 from metabench.algos.trpo import TRPOStep, flat_grad, flatten, hessian_vector_product, trpo_step
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
-from metabench.validation import check_config, option
+from metabench.validation import check_config, check_count, option
 
 __all__ = [
     "MAMLTRPO",
@@ -234,15 +234,7 @@ def kl(
 def _check_inner(inner_lr: float, num_grad_updates: int) -> None:
     if not inner_lr > 0:
         raise ValueError(f"inner_lr must be positive, got {inner_lr}")
-    if (
-        isinstance(num_grad_updates, bool)
-        or not isinstance(num_grad_updates, (int, np.integer))
-        or num_grad_updates < 1
-    ):
-        raise ValueError(
-            f"num_grad_updates must be an integer >= 1 (the inner gradient steps), "
-            f"got {num_grad_updates!r}"
-        )
+    check_count("num_grad_updates", num_grad_updates, hint="the inner gradient steps")
 
 
 # -- the algorithm -------------------------------------------------------------------------------
@@ -312,6 +304,16 @@ class MAMLIterationStats:
         trpo = flat.pop("trpo")
         return {**flat, **{f"trpo_{key}": value for key, value in trpo.items()}}
 
+    def metrics(self) -> dict[str, float]:
+        """The numbers of :meth:`as_dict` as ``metatrain/<name>`` (what :meth:`MAMLTRPO.train`
+        returns): ``iteration``, ``pre_update_return``, ``post_update_return``, the ``trpo_*``
+        numbers, the ``time_*`` seconds and ``env_steps``."""
+        return {
+            f"metatrain/{key}": float(value)
+            for key, value in self.as_dict().items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+
 
 class MAMLTRPO(MetaRLAlgorithm):
     """MAML with a vanilla-policy-gradient inner loop and a TRPO outer loop.
@@ -340,8 +342,8 @@ class MAMLTRPO(MetaRLAlgorithm):
         >>> algo = MAMLTRPO("metabench/PointGoal-v0", meta_batch_size=2, episodes_per_task=2,
         ...                 hidden_sizes=(8,), env_kwargs={"horizon": 5})
         >>> stats = algo.train(1)
-        >>> stats[0].env_steps
-        40
+        >>> stats["metatrain/env_steps"], algo.history[-1].env_steps
+        (40.0, 40)
     """
 
     def __init__(
@@ -525,8 +527,10 @@ class MAMLTRPO(MetaRLAlgorithm):
         )
 
     # -- MetaRLAlgorithm -------------------------------------------------------------------
-    def train(self, n_iterations: int) -> list[MAMLIterationStats]:
-        """Run ``n_iterations`` meta-iterations; return (and log at INFO) their stats."""
+    def train(self, n_iterations: int) -> dict[str, float]:
+        """Run ``n_iterations`` meta-iterations, logging each at INFO and appending its
+        :class:`MAMLIterationStats` to :attr:`history`; return the last one's
+        :meth:`~MAMLIterationStats.metrics` (``{}`` for 0 iterations)."""
         if isinstance(n_iterations, bool) or n_iterations < 0:
             raise ValueError(f"n_iterations must be a non-negative integer, got {n_iterations!r}")
         results = []
@@ -552,7 +556,7 @@ class MAMLTRPO(MetaRLAlgorithm):
                 logger.warning(
                     "MAML iter %d: outer step rejected (%s)", stats.iteration, trpo.reason
                 )
-        return results
+        return results[-1].metrics() if results else {}
 
     def _iteration(self) -> MAMLIterationStats:
         tasks = self.task_sampler.sample(self.meta_batch_size, self._rng)

@@ -1,0 +1,68 @@
+"""One cell of a grid (a benchmark, an algorithm, a seed) and how it runs: one ``metabench train``
+subprocess, so a crashing cell (even one that kills its interpreter) cannot take the grid down.
+
+The grid (:mod:`metabench.harness.grid`) plans cells; the executors
+(:mod:`metabench.harness.executors`) run them with :func:`run_cell`. Both import this module, and
+neither imports the other at run time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metabench.harness.atomic import atomic_write_json
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run of the grid."""
+
+    benchmark: str
+    algorithm: str
+    seed: int
+    steps: int
+    overrides: tuple[tuple[str, Any], ...]
+    out: Path
+    cpus: int = 1
+    """CPU cores the run uses (its own process plus any sampler workers)."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.benchmark} {self.algorithm} seed {self.seed}"
+
+    def command(self) -> list[str]:
+        command = [
+            sys.executable, "-m", "metabench.cli", "train",
+            "--benchmark", self.benchmark, "--algo", self.algorithm,
+            "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
+            "--cpus", str(self.cpus),
+        ]  # fmt: skip
+        for key, value in self.overrides:
+            command += ["--set", f"{key}={json.dumps(value)}"]
+        return command
+
+
+def run_cell(cell: Cell) -> str | None:
+    """Run one cell to completion; ``None`` on success, else the error (also in error.json)."""
+    cell.out.mkdir(parents=True, exist_ok=True)
+    log = cell.out / "train.log"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # cells run side by side: no oversubscription
+    with log.open("ab") as handle:
+        finished = subprocess.run(cell.command(), stdout=handle, stderr=subprocess.STDOUT, env=env)
+    error_file = cell.out / "error.json"
+    if finished.returncode == 0:
+        error_file.unlink(missing_ok=True)
+        return None
+    tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+    message = tail[-1] if tail else f"exit code {finished.returncode}"
+    atomic_write_json(
+        error_file,
+        {"command": " ".join(cell.command()), "exit_code": finished.returncode, "log_tail": tail},
+    )
+    return message

@@ -1,0 +1,73 @@
+"""The meta-RL interface: train() returns dict[str, float] with documented keys."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from metabench.algos.registry import get_algorithm
+from metabench.harness.benchmarks import get_benchmark
+
+SMALL = {
+    "rl2-ppo": ("Bandit", {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 1}),
+    "maml-trpo": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
+    "nop": ("Bandit", {}),
+    "cem": ("HalfCheetahVel", {}),
+    "cmaes": ("HalfCheetahVel", {}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_train_returns_numbers_keyed_metatrain(name):
+    benchmark, overrides = SMALL[name]
+    spec = get_benchmark(benchmark)
+    entry = get_algorithm(name)
+    algo = entry.build(spec, 0, entry.hyperparameters(spec, overrides), None)
+    stats = algo.train(1)
+    assert isinstance(stats, dict)
+    assert all(key.startswith("metatrain/") for key in stats)
+    assert all(type(value) is float for value in stats.values())
+    if name == "rl2-ppo":
+        assert {"metatrain/average_return", "metatrain/success_rate"} <= set(stats)
+    elif name == "maml-trpo":
+        assert stats["metatrain/post_update_return"] == algo.history[-1].post_update_return
+    else:
+        assert stats == {}  # nothing is meta-trained
+    if hasattr(algo, "close"):
+        algo.close()
+
+
+def test_maml_train_gives_the_metatrain_keys_committed_results_hold():
+    committed = Path(__file__).parents[1] / "results" / "HalfCheetahVel" / "maml-trpo-seed0"
+    if not (committed / "result.json").exists():
+        pytest.skip("no committed MAML-TRPO result")
+    keys = set(json.loads((committed / "result.json").read_text())["metatrain"])
+    spec = get_benchmark("PointGoal")
+    entry = get_algorithm("maml-trpo")
+    algo = entry.build(spec, 0, entry.hyperparameters(spec, SMALL["maml-trpo"][1]), None)
+    try:
+        assert set(algo.train(1)) == keys
+    finally:
+        algo.close()
+
+
+def test_a_run_derives_its_test_tasks_once(tmp_path, monkeypatch):
+    from metabench.harness.benchmarks import BenchmarkSpec
+    from metabench.harness.run import RunSettings, plan_run
+    from metabench.harness.training import train
+
+    calls = []
+    original = BenchmarkSpec.test_tasks
+
+    def counted(self, seed):
+        calls.append(seed)
+        return original(self, seed)
+
+    monkeypatch.setattr(BenchmarkSpec, "test_tasks", counted)
+    plan = plan_run(RunSettings("Bandit", "nop", 3, 1, tmp_path / "plan"))
+    assert len(calls) == 1
+    assert list(plan.test_tasks) == plan.evaluator().test_tasks
+    assert plan.config["test_tasks"] == list(plan.test_tasks)
+    calls.clear()
+    train(RunSettings("Bandit", "nop", 3, 1, tmp_path / "run"))
+    assert calls == [3]
