@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from gymnasium.spaces import Box
 from gymnasium.utils.env_checker import check_env
 
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
@@ -133,3 +134,46 @@ def test_invalid_task_in_reset_options_leaves_env_unchanged():
 def test_bad_horizon_raises(horizon):
     with pytest.raises(ValueError, match="horizon"):
         HalfCheetahVelEnv(horizon=horizon)
+
+
+@pytest.mark.parametrize(
+    ("cls", "task", "task_reward"),
+    [
+        (HalfCheetahVelEnv, {"velocity": 0.8}, lambda v: -abs(v - 0.8)),
+        (HalfCheetahDirEnv, {"direction": -1.0}, lambda v: -v),
+    ],
+)
+def test_action_scale_maps_policy_actions_as_garage_normalize(cls, task, task_reward):
+    """garage's normalize(expected_action_scale=10): the actuators receive clip(a / 10, -1, 1)
+    and the control cost is computed on that, recomputed here in float64 from the MuJoCo state."""
+    env = cls(action_scale=10.0)
+    assert env.action_space == Box(-10.0, 10.0, (6,), np.float32)
+    env.reset(seed=0, options={"task": task})
+    rng = np.random.default_rng(1)
+    for _ in range(30):
+        action = rng.normal(0.0, 8.0, size=6).astype(np.float32)  # some beyond +-10: clipped
+        x_before = float(env.data.qpos[0])
+        _, reward, *_ = env.step(action)
+        expected_ctrl = np.clip(action.astype(np.float64) / 10.0, -1.0, 1.0)
+        np.testing.assert_allclose(env.data.ctrl, expected_ctrl, rtol=1e-6, atol=1e-7)
+        velocity = (float(env.data.qpos[0]) - x_before) / (env.model.opt.timestep * 5)
+        expected = task_reward(velocity) - 0.05 * float(np.sum(expected_ctrl**2))
+        assert reward == pytest.approx(expected, rel=1e-6, abs=1e-6)
+
+
+def test_action_scale_of_zero_is_zero_and_unscaled_env_is_unchanged():
+    scaled, plain = HalfCheetahVelEnv(action_scale=10.0), HalfCheetahVelEnv()
+    assert plain.action_space == Box(-1.0, 1.0, (6,), np.float32)
+    for env in (scaled, plain):
+        env.reset(seed=4, options={"task": {"velocity": 1.0}})
+    for _ in range(5):
+        obs_s, rew_s, *_ = scaled.step(np.zeros(6))
+        obs_p, rew_p, *_ = plain.step(np.zeros(6))
+        np.testing.assert_array_equal(obs_s, obs_p)
+        assert rew_s == rew_p
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), True, "10"])
+def test_action_scale_must_be_a_positive_number(scale):
+    with pytest.raises(ValueError, match="action_scale"):
+        HalfCheetahVelEnv(action_scale=scale)

@@ -245,8 +245,8 @@ def test_maml_trpo_runs_through_the_same_harness(tmp_path):
 def test_policy_search_baselines_run_through_the_harness(tmp_path, algorithm):
     result = train(RunSettings("HalfCheetahVel", algorithm, 0, 1, tmp_path / algorithm))
     assert result["iterations"] == 0 and result["env_steps"] == 0  # no meta-training
-    # population sized to HalfCheetahVel's exploration budget: one generation of 3 episodes
-    assert result["config"]["hyperparameters"]["n_samples"] == 3
-    assert result["metatest"]["aggregate"]["n_tasks"] == 10
+    # population sized to HalfCheetahVel's exploration budget: two generations of 5 episodes
+    assert result["config"]["hyperparameters"]["n_samples"] == 5
+    assert result["metatest"]["aggregate"]["n_tasks"] == 40
     with pytest.raises(ValueError, match="unknown hyperparameter"):
         train(RunSettings("HalfCheetahVel", algorithm, 0, 1, tmp_path / "x", {"lr": 1}))

@@ -268,7 +268,8 @@ def test_rl2_agent_runs_in_metaworld_evaluation():
     envs.close()
     assert 0.0 <= success_rate <= 1.0 and np.isfinite(mean_return)
     assert agent.n_inits == 1 and agent.n_adaptations == 1
-    # RL2 adapts in its hidden state: each sub-env's adapted policy is its exploration policy
+    # RL2 adapts in its hidden state: each sub-env's adapted policy goes on from its own
+    # exploration policy's state
     assert agent._adapted is not None
-    assert all(a is p for a, p in zip(agent._adapted, agent._policies, strict=True))
+    assert all(a._explored is p for a, p in zip(agent._adapted, agent._policies, strict=True))
     assert [batch.n_episodes for batch in agent.batches] == [2, 2]

@@ -71,7 +71,7 @@ def test_every_shipped_file_is_one_benchmark_or_algorithm():
 def test_the_shipped_specs_say_what_the_published_settings_are():
     vel = get_benchmark("HalfCheetahVel")
     assert vel.env_kwargs == {"velocity_range": [0.0, 2.0], "horizon": 100}
-    assert (vel.episodes_per_trial, vel.n_exploration_eps, vel.n_test_episodes) == (4, 3, 1)
+    assert (vel.episodes_per_trial, vel.n_exploration_eps, vel.n_test_episodes) == (4, 10, 3)
     push = get_benchmark("ML1-push")
     assert push.metaworld == "ML1" and push.env_kwargs["split"] == "train"
     assert push.test_env_kwargs == {"env_name": "push-v3", "horizon": 500, "split": "test"}
@@ -79,7 +79,8 @@ def test_the_shipped_specs_say_what_the_published_settings_are():
     assert rl2.hyperparameters(vel, {})["ent_coef"] == 0.02  # garage's HalfCheetahVel example
     # a glob table ("ML1-*") applies to every ML1 benchmark, with its source recorded
     assert rl2.hyperparameters(push, {})["hidden_size"] == 256
-    assert any("Meta-World paper" in source for source in rl2.sources("ML1-push"))
+    assert any("Meta-World+" in source for source in rl2.sources("ML1-push"))
+    assert rl2.hyperparameters(push, {})["meta_batch_size"] == 10  # ML1-* after ML*
     maml = get_algorithm("maml-trpo")
     assert maml.profile("paper", "HalfCheetahVel").steps == 500 * 2 * 40 * 20 * 100
     # later matching tables win: ML* sets 2e7, then ML1-* sets 2e6
@@ -96,7 +97,7 @@ def test_every_algorithm_resolves_on_every_benchmark_and_profile(algorithm):
     entry = get_algorithm(algorithm)
     for name in load_benchmarks():
         spec = get_benchmark(name)
-        for profile in ("quick", "paper"):
+        for profile in ("quick", "paper", "reduced"):
             settings = entry.profile(profile, name)
             if algorithm in ("cem", "cmaes") and spec.n_exploration_eps < 2:
                 # a generation needs two exploration episodes: refused, naming the fix
@@ -106,6 +107,59 @@ def test_every_algorithm_resolves_on_every_benchmark_and_profile(algorithm):
             values = entry.hyperparameters(spec, settings.overrides)
             assert settings.steps >= 1 and settings.sources
             assert all(values[key] == value for key, value in settings.overrides.items())
+
+
+def test_maml_on_halfcheetah_gets_garage_action_normalisation_and_rl2_does_not():
+    """The published MAML setups normalise actions (scale 10); garage's RL2 examples do not."""
+    maml, rl2 = get_algorithm("maml-trpo"), get_algorithm("rl2-ppo")
+    for name in ("HalfCheetahVel", "HalfCheetahDir"):
+        spec = get_benchmark(name)
+        assert maml.env_kwargs(spec) == {"action_scale": 10.0}
+        assert rl2.env_kwargs(spec) == {}
+    assert maml.env_kwargs(get_benchmark("ML10")) == {}
+
+
+def test_an_env_setting_of_a_baseline_is_recorded_and_reaches_both_envs(user_specs, tmp_path):
+    user_specs(
+        "baselines/scaled.toml",
+        """        description = "zero actions on a scaled cheetah"
+        entry_point = "metabench.algos.registry:NOP"
+        source = "a test"
+        [benchmarks.HalfCheetahVel]
+        source = "garage's normalize"
+        env = { action_scale = 4.0 }
+        [profiles.quick]
+        source = "no training"
+        steps = 1
+        """,
+    )
+    from metabench.harness.run import RunSettings, benchmark_for, resolve
+
+    spec, config = resolve(RunSettings("HalfCheetahVel", "scaled", 0, 1, tmp_path / "run"))
+    assert config["env_kwargs"]["action_scale"] == 4.0
+    assert config["hyperparameters"] == {"action": "zero"}  # env is not a hyperparameter
+    assert spec.make_test_env(0).action_space.high.tolist() == [4.0] * 6
+    assert benchmark_for("HalfCheetahVel", "scaled") == spec
+
+
+def test_an_env_setting_the_task_env_does_not_take_is_an_error(user_specs, tmp_path):
+    path = user_specs(
+        "baselines/bad.toml",
+        """        description = "d"
+        entry_point = "metabench.algos.registry:NOP"
+        source = "a test"
+        [benchmarks.PointGoal]
+        source = "s"
+        env = { action_scale = 4.0 }
+        [profiles.quick]
+        source = "no training"
+        steps = 1
+        """,
+    )
+    args = ["train", "--benchmark", "PointGoal", "--algo", "bad", "--out", str(tmp_path / "r")]
+    with pytest.raises(SpecError, match=f"{path}.*env.action_scale is not an argument of"):
+        get_algorithm("bad").env_kwargs(get_benchmark("PointGoal"))
+    assert main(args) != 0
 
 
 def test_a_benchmark_and_an_algorithm_of_your_own_run_through_the_cli(user_specs, tmp_path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import math
 import warnings
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 from matplotlib.image import imread
+from scipy import stats
 
 from metabench.evaluation import MetaTestResult, TaskResult
 from metabench.harness import plots
@@ -189,9 +191,47 @@ def test_summary_resamples_seeds_not_episodes() -> None:
 
     few = summarize(runs([[0.0, 1.0], [0.0, 3.0]]))[0]
     many = summarize(runs([[0.0, v] for v in (1.0, 3.0, 1.0, 3.0, 1.0, 3.0, 2.0, 2.0)]))[0]
-    assert few == many
+    # everything over seeds is the same; only the within-run noise over test tasks differs
+    assert dataclasses.replace(few, task_noise=None) == dataclasses.replace(many, task_noise=None)
     assert few.test_return == bootstrap_ci([2.0, 5.0, 8.0])
     assert few.test_return.mean == pytest.approx(5.0)  # pooling episodes would give 4.25
+
+
+def test_pre_adaptation_return_gain_and_test_task_noise() -> None:
+    """Pre: mean of the exploration episodes; gain: post - pre per seed; noise: half the width of
+    a bootstrap interval over one run's test tasks, recomputed here with scipy."""
+    tasks = {0: [[-3.0, -1.0, 2.0], [-5.0, -3.0, 4.0]], 1: [[-2.0, 0.0, 1.0], [0.0, 0.0, 3.0]]}
+    runs = [make_result("B", "x", seed, t, n_exploration_eps=2) for seed, t in tasks.items()]
+    summary = summarize(runs)[0]
+    pre = [np.mean([-3.0, -1.0, -5.0, -3.0]), np.mean([-2.0, 0.0, 0.0, 0.0])]
+    post = [3.0, 2.0]
+    assert summary.pre_return == bootstrap_ci(pre)
+    assert summary.adaptation_gain == bootstrap_ci([post[0] - pre[0], post[1] - pre[1]])
+    widths = []
+    for seed_tasks in tasks.values():
+        per_task = np.array([task[2] for task in seed_tasks])
+        ci = stats.bootstrap(
+            (per_task,), np.mean, n_resamples=10_000, method="percentile",
+            rng=np.random.default_rng(0),
+        ).confidence_interval  # fmt: skip
+        widths.append((ci.high - ci.low) / 2)
+    assert summary.task_noise == pytest.approx(np.mean(widths))
+    row = next(line for line in summary_markdown([summary]).splitlines() if line.startswith("| x"))
+    assert f"| {summary.task_noise:.2f} |" in row
+
+
+def test_success_is_the_fraction_of_test_episodes_as_metaworld_counts_it() -> None:
+    """One success in three test episodes is a rate of 1/3 (Meta-World's evaluation), not a
+    solved task; the table and the per-env table both say 1/3."""
+    task = mw_task("reach-v3")
+    result = make_result(
+        "ML1", "x", 0, [[0.0, 0.0, 1.0, 1.0, 1.0]], n_exploration_eps=2,
+        successes=[[False, False, True, False, False]], tasks=[task],
+    )  # fmt: skip
+    summary = summarize([result])[0]
+    assert summary.test_success is not None
+    assert summary.test_success.mean == pytest.approx(1 / 3)
+    assert "| 0.333 |" in per_task_success_markdown([result])
 
 
 def test_duplicate_seeds_are_rejected() -> None:

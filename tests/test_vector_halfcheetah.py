@@ -302,3 +302,29 @@ def test_bad_constructor_arguments():
     with pytest.raises(ValueError, match="horizon"):
         HalfCheetahDirVectorEnv(2, horizon=0)
     assert issubclass(HalfCheetahVelVectorEnv, HalfCheetahVectorEnv)
+
+
+@pytest.mark.parametrize(("vector_cls", "single_cls", "tasks"), CASES)
+def test_action_scale_is_bit_identical_to_the_single_env(vector_cls, single_cls, tasks):
+    """garage's action normalisation applied row by row: the same bits as the single env,
+    including actions beyond the scale that the mapping clips."""
+    n = len(tasks)
+    venv = vector_cls(n, action_scale=10.0, nthread=2)
+    assert venv.single_action_space == Box(-10.0, 10.0, (6,), np.float32)
+    venv.reset(seed=0, options={"tasks": tasks})
+    qpos, qvel = start_states(n, seed=3)
+    venv.set_states(qpos, qvel)
+    envs = [single_cls(action_scale=10.0) for _ in range(n)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i, options={"task": tasks[i]})
+        mujoco.mj_resetData(env.model, env.data)
+        env.set_state(qpos[i], qvel[i])
+    rng = np.random.default_rng(4)
+    for t in range(venv.horizon):
+        actions = rng.normal(0.0, 8.0, size=(n, 6))
+        obs, rewards, *_ = venv.step(actions)
+        for i, env in enumerate(envs):
+            obs_i, reward_i, *_ = env.step(actions[i])
+            np.testing.assert_array_equal(obs[i], obs_i, err_msg=f"t={t} env {i}")
+            assert rewards[i] == reward_i
+    venv.close()

@@ -227,6 +227,45 @@ CMAES = Implementation(
 )
 
 
+# -- oracle and multitask: PPO references (task in the observation, or not) ------------------------
+def _reference_defaults(spec: BenchmarkSpec) -> dict[str, Any]:
+    from metabench.algos.reference import ReferenceConfig
+
+    return config_dict(ReferenceConfig())
+
+
+def _build_reference(
+    oracle: bool,
+    spec: BenchmarkSpec,
+    seed: int,
+    hyperparameters: dict[str, Any],
+    log_dir: str | None,
+) -> MetaRLAlgorithm:
+    from metabench.algos.reference import ReferenceConfig, ReferencePPO
+
+    return ReferencePPO(
+        spec.env_id,
+        sampler=spec.train_sampler(seed),
+        config=ReferenceConfig(**hyperparameters),
+        oracle=oracle,
+        seed=seed,
+        env_kwargs=spec.train_env_kwargs(seed),
+        tensorboard_log=log_dir,
+    )
+
+
+ORACLE = Implementation(
+    _reference_defaults,
+    functools.partial(_build_reference, True),
+    config="metabench.algos.reference:ReferenceConfig",
+)
+MULTITASK = Implementation(
+    _reference_defaults,
+    functools.partial(_build_reference, False),
+    config="metabench.algos.reference:ReferenceConfig",
+)
+
+
 # -- baselines/*.toml ------------------------------------------------------------------------------
 BASELINE_SCHEMA = {
     "description": str, "entry_point": str, "source": str, "cpus": int,
@@ -246,6 +285,8 @@ class Setting:
     steps: int | None = None
     places: dict[str, str] = field(default_factory=dict)
     """``file:line`` of each value, for errors."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """Task env kwargs the algorithm's published setup adds on the benchmark (``env = {...}``)."""
 
 
 @dataclass(frozen=True)
@@ -281,6 +322,24 @@ class AlgorithmEntry:
     def settings_for(self, benchmark: str) -> list[Setting]:
         """The ``[benchmarks.*]`` tables that apply to ``benchmark``, in file order."""
         return [s for pattern, s in self.benchmarks if fnmatch.fnmatchcase(benchmark, pattern)]
+
+    def env_kwargs(self, spec: BenchmarkSpec) -> dict[str, Any]:
+        """The task env kwargs this algorithm adds on ``spec`` (its tables' ``env``).
+
+        :raises SpecError: a kwarg the benchmark's task env does not take.
+        """
+        from metabench.harness.benchmarks import env_kwargs_accepted
+
+        accepted = env_kwargs_accepted(spec.env_id)
+        merged: dict[str, Any] = {}
+        for setting in self.settings_for(spec.name):
+            for key in setting.env:
+                if accepted is not None and key not in accepted:
+                    raise SpecError(
+                        f"{setting.where}: env.{key} is not an argument of {spec.env_id}"
+                    )
+            merged.update(setting.env)
+        return merged
 
     def sources(self, benchmark: str) -> list[str]:
         """Where the hyperparameters of a run on ``benchmark`` come from."""
@@ -373,12 +432,13 @@ def load_implementation(entry_point: str, path: str = "") -> Implementation:
 
 def _setting(spec: SpecFile, table: dict[str, Any], where: str, schema: Any = None) -> Setting:
     """One table: ``source`` (required), ``steps`` and ``set`` for profiles, else values."""
-    if schema is None:  # a [benchmarks.*] table: hyperparameters beside the source
-        values = {key: value for key, value in table.items() if key != "source"}
+    if schema is None:  # a [benchmarks.*] table: hyperparameters beside the source and env
+        values = {key: value for key, value in table.items() if key not in ("source", "env")}
         if not isinstance(table.get("source"), str):
             raise spec.error(f'[{where}] needs source = "where these settings come from"')
         places = {key: _place(spec, key, where) for key in values}
-        return Setting(f"{spec.path} [{where}]", table["source"], values, places=places)
+        env = check_table(spec, table.get("env", {}), None, where=f"{where}.env")
+        return Setting(f"{spec.path} [{where}]", table["source"], values, places=places, env=env)
     checked = check_table(spec, table, schema, where=where, required=("source",))
     steps = checked.get("steps")
     if steps is not None and steps < 1:

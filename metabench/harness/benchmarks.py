@@ -8,6 +8,7 @@ of the run's seed that training never uses, and recorded with every result.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 from dataclasses import dataclass, field
@@ -103,6 +104,16 @@ class BenchmarkSpec:
             return sampler.sample(self.n_test_tasks, rng)
         env = self.make_test_env(seed)
         return list(env.sample_tasks(self.n_test_tasks, rng))
+
+    def with_env_kwargs(self, extra: dict[str, Any]) -> BenchmarkSpec:
+        """This benchmark with ``extra`` task env kwargs for training and meta-test alike (an
+        algorithm's published setup, e.g. garage's action normalisation for MAML)."""
+        if not extra:
+            return self
+        test_kwargs = None if self.test_env_kwargs is None else {**self.test_env_kwargs, **extra}
+        return dataclasses.replace(
+            self, env_kwargs={**self.env_kwargs, **extra}, test_env_kwargs=test_kwargs
+        )
 
     def train_env_kwargs(self, seed: int) -> dict[str, Any]:
         """Task env kwargs for meta-training (Meta-World benchmarks are seeded here)."""
@@ -203,15 +214,11 @@ def _check_env(name: str) -> None:
     only this benchmark's env, so loading every spec stays cheap)."""
     import gymnasium as gym
 
-    import metabench.registration  # noqa: F401  (registers the ids)
-
     spec = load_benchmarks()[name]
     try:
-        entry_point = gym.spec(spec.env_id).entry_point
+        accepted = env_kwargs_accepted(spec.env_id)
     except gym.error.Error:
         raise SpecError(f"{spec.path}: env_id {spec.env_id!r} is not a registered env") from None
-    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
-    accepted = accepted_kwargs(creator)
     for key in sorted(spec.env_kwargs):
         if accepted is not None and key not in accepted:
             text = Path(spec.path).read_text() if Path(spec.path).is_file() else ""
@@ -220,6 +227,20 @@ def _check_env(name: str) -> None:
                 f"{spec.path}{f':{line}' if line else ''}: {spec.env_id} takes no argument "
                 f"{key!r}; [tasks] keys it takes: {', '.join(sorted(accepted))}"
             )
+
+
+def env_kwargs_accepted(env_id: str) -> set[str] | None:
+    """The keyword arguments of the registered task env ``env_id`` (``None``: cannot tell).
+
+    :raises gymnasium.error.Error: ``env_id`` is not registered.
+    """
+    import gymnasium as gym
+
+    import metabench.registration  # noqa: F401  (registers the ids)
+
+    entry_point = gym.spec(env_id).entry_point
+    creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    return accepted_kwargs(creator)
 
 
 def accepted_kwargs(creator: Any) -> set[str] | None:

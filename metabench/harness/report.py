@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Sequence
 
@@ -9,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from metabench.evaluation import MetaTestResult
-from metabench.harness.stats import Summary, format_number
+from metabench.harness.stats import Interval, Summary, format_number
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -35,7 +36,7 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
         table.add_row(*row, *([f"{success[k]:.2f}"] if success is not None else []))
     summary = ["", "post-adaptation", f"{result.test_return:.2f}"]
     if success is not None:
-        rate = result.test_success_rate
+        rate = result.test_episode_success_rate  # Meta-World's rule: per test episode
         summary.append("n/a" if rate is None else f"{rate:.2f}")
     table.add_section()
     table.add_row(*summary)
@@ -43,24 +44,43 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
     return table
 
 
+def _mean(interval: Interval | None) -> float | None:
+    return None if interval is None else interval.mean
+
+
 def grid_table(summaries: Sequence[Summary], title: str) -> Table:
     """Post-adaptation return (and success) per benchmark and algorithm, the mean over seeds,
     beside the budget and wall time of the runs."""
     table = Table(title=title)
-    for name in ("benchmark", "algorithm", "seeds", "env steps", "wall time", "return", "success"):
+    columns = (
+        "benchmark", "algorithm", "seeds", "env steps", "wall time",
+        "pre-adaptation", "post-adaptation [95% CI]", "gain", "success",
+    )  # fmt: skip
+    for name in columns:
         table.add_column(name, justify="left" if name in ("benchmark", "algorithm") else "right")
     for summary in summaries:
-        success = summary.test_success
+        success, post = summary.test_success, summary.test_return
+        interval = (
+            f" [{format_number(post.low)}, {format_number(post.high)}]"
+            if math.isfinite(post.low)
+            else ""
+        )
         table.add_row(
             summary.benchmark,
             summary.algorithm,
             str(summary.n_seeds),
             f"{summary.env_steps:,.0f}",
             f"{summary.wall_time_s / 60:.1f} min",
-            format_number(summary.test_return.mean),
+            format_number(_mean(summary.pre_return)),
+            format_number(post.mean) + interval,
+            format_number(_mean(summary.adaptation_gain)),
             "n/a" if success is None else format_number(success.mean),
         )
-    table.caption = "post-adaptation meta-test return and success rate, mean over seeds"
+    table.caption = (
+        "meta-test return of the exploration episodes (pre-adaptation) and of the test episodes "
+        "after adapt_policy (post-adaptation, with a 95% bootstrap interval over seeds), the gain "
+        "between them, and the success rate; means over seeds"
+    )
     return table
 
 

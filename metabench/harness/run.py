@@ -238,8 +238,8 @@ def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
 
 
 def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list[Task]]:
-    spec = get_benchmark(settings.benchmark)
     entry = get_algorithm(settings.algorithm)
+    spec = benchmark_for(settings.benchmark, settings.algorithm)
     hyperparameters = entry.hyperparameters(spec, settings.hyperparameters)
     test_tasks = spec.test_tasks(settings.seed)
     config = {
@@ -261,6 +261,13 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
     if settings.cpus is not None:
         config["cpus"] = check_count("--cpus", settings.cpus)
     return spec, json.loads(json.dumps(config)), test_tasks  # as config.json will read back
+
+
+def benchmark_for(benchmark: str, algorithm: str) -> BenchmarkSpec:
+    """The benchmark as ``algorithm`` runs it: with the task env kwargs its baseline file adds
+    (e.g. garage's action normalisation for MAML on HalfCheetah), for training and meta-test."""
+    spec = get_benchmark(benchmark)
+    return spec.with_env_kwargs(get_algorithm(algorithm).env_kwargs(spec))
 
 
 def build_algorithm(

@@ -175,6 +175,13 @@ class Summary:
     test_success: Interval | None
     test_return_iqm: float | None = None
     test_success_iqm: float | None = None
+    pre_return: Interval | None = None
+    """Mean return of the exploration episodes (before ``adapt_policy``), over seeds."""
+    adaptation_gain: Interval | None = None
+    """Post-adaptation minus pre-adaptation return, per seed, over seeds."""
+    task_noise: float | None = None
+    """The meta-test's own noise: half the width of a bootstrap interval over the test tasks of
+    one run (its post-adaptation return), averaged over seeds."""
 
 
 def _metatrain_return(result: Result) -> float | None:
@@ -186,6 +193,32 @@ def _metatrain_return(result: Result) -> float | None:
     return None
 
 
+def episode_success_rate(aggregate: Mapping[str, Any]) -> float | None:
+    """The success rate a table reports: the fraction of test episodes that succeeded, Meta-World's
+    rule (``metaworld.evaluation``); a run recorded before it was stored gives its per-task rate."""
+    rate = aggregate.get("test_episode_success_rate", aggregate.get("test_success_rate"))
+    return None if rate is None else float(rate)
+
+
+def pre_adaptation_return(result: Result) -> float | None:
+    """Mean return of a run's exploration episodes: the policy before ``adapt_policy`` (MAML's
+    pre-update policy; RL2 while it explores)."""
+    metatest = result["metatest"]
+    curve = metatest["aggregate"].get("return_per_episode") or []
+    explored = curve[: int(metatest.get("n_exploration_eps", 0))]
+    return float(np.mean(explored)) if explored else None
+
+
+def test_task_interval(result: Result, confidence: float = 0.95) -> Interval:
+    """The post-adaptation return of one run with a bootstrap interval over its test tasks: how
+    much the meta-test alone, with other test tasks, could move the number."""
+    n_explore = int(result["metatest"]["n_exploration_eps"])
+    per_task = [
+        float(np.mean(task["episode_returns"][n_explore:])) for task in result["metatest"]["tasks"]
+    ]
+    return bootstrap_ci(per_task, confidence)
+
+
 def _finite(values: Iterable[float | None]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
@@ -194,15 +227,24 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
     """One :class:`Summary` per ``(benchmark, algorithm)``, sorted by benchmark and algorithm.
 
     Per seed, the meta-test numbers are that run's ``metatest.aggregate`` ``test_return`` and
-    ``test_success_rate``; the meta-train return is the first of :data:`METATRAIN_RETURN_KEYS` in
-    its ``metatrain`` dict. Seeds missing a number are left out of that metric.
+    :func:`episode_success_rate`; the meta-train return is the first of
+    :data:`METATRAIN_RETURN_KEYS` in its ``metatrain`` dict. Seeds missing a number are left
+    out of that metric.
     """
     summaries = []
     for (benchmark, algorithm), runs in group_runs(results).items():
         aggregates = [run["metatest"]["aggregate"] for run in runs]
         returns = _finite(a["test_return"] for a in aggregates)
-        successes = _finite(a.get("test_success_rate") for a in aggregates)
+        successes = _finite(episode_success_rate(a) for a in aggregates)
         train = _finite(_metatrain_return(run) for run in runs)
+        pre = [pre_adaptation_return(run) for run in runs]
+        gains = _finite(
+            None if p is None else a["test_return"] - p
+            for p, a in zip(pre, aggregates, strict=True)
+        )
+        widths = _finite(
+            (i.high - i.low) / 2 for i in (test_task_interval(run, confidence) for run in runs)
+        )
         summaries.append(
             Summary(
                 benchmark=benchmark,
@@ -220,6 +262,9 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
                 test_success=bootstrap_ci(successes, confidence) if successes else None,
                 test_return_iqm=iqm(returns) if len(returns) >= MIN_SEEDS_FOR_IQM else None,
                 test_success_iqm=iqm(successes) if len(successes) >= MIN_SEEDS_FOR_IQM else None,
+                pre_return=bootstrap_ci(_finite(pre), confidence) if _finite(pre) else None,
+                adaptation_gain=bootstrap_ci(gains, confidence) if gains else None,
+                task_noise=float(np.mean(widths)) if widths else None,
             )
         )
     return summaries
@@ -255,7 +300,10 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
     lines = [
         f"Mean over seeds with a {pct} bootstrap confidence interval over seeds [low, high] "
         f"(none with a single seed); IQM = interquartile mean over seeds, shown with at least "
-        f"{MIN_SEEDS_FOR_IQM} seeds.",
+        f"{MIN_SEEDS_FOR_IQM} seeds. Pre-adaptation: the exploration episodes; post-adaptation: "
+        f"the test episodes after `adapt_policy`; gain: post minus pre. ± test tasks: half the "
+        f"width of a {pct} bootstrap interval over the test tasks of one run (the meta-test's "
+        f"own noise), averaged over seeds.",
     ]
     for benchmark in sorted({s.benchmark for s in summaries}):
         lines += [
@@ -263,8 +311,9 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
             f"### {benchmark}",
             "",
             "| algorithm | seeds | env steps | wall time | meta-train return | "
-            "meta-test return | IQM return | meta-test success | IQM success |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "pre-adaptation return | post-adaptation return | ± test tasks | gain | "
+            "IQM return | meta-test success | IQM success |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         ]
         for s in summaries:
             if s.benchmark != benchmark:
@@ -279,7 +328,9 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
             lines.append(
                 f"| {s.algorithm} | {s.n_seeds} | {s.env_steps:,.0f} | "
                 f"{s.wall_time_s / 60:.1f} min | {_interval(s.metatrain_return, 2)} | "
-                f"{_interval(s.test_return, 2)} | {iqm_return} | "
+                f"{_interval(s.pre_return, 2)} | {_interval(s.test_return, 2)} | "
+                f"{format_number(s.task_noise, 2)} | {_interval(s.adaptation_gain, 2)} | "
+                f"{iqm_return} | "
                 f"{_interval(s.test_success, 3)} | {iqm_success} |"
             )
     return "\n".join(lines) + "\n"
@@ -303,6 +354,11 @@ CSV_COLUMNS = (
     "test_success_low",
     "test_success_high",
     "test_success_iqm",
+    "pre_return_mean",
+    "adaptation_gain_mean",
+    "adaptation_gain_low",
+    "adaptation_gain_high",
+    "test_task_noise",
 )
 """Columns of :func:`summary_csv`."""
 
@@ -339,6 +395,9 @@ def summary_csv(summaries: Sequence[Summary]) -> str:
                 _cell(s.test_return_iqm),
                 *(_cell(v) for v in success),
                 _cell(s.test_success_iqm),
+                _cell(None if s.pre_return is None else s.pre_return.mean),
+                *(_cell(v) for v in s.adaptation_gain or (math.nan,) * 3),
+                _cell(s.task_noise),
             ]
         )
     return out.getvalue()
@@ -353,11 +412,11 @@ def _env_name(task: Any) -> str | None:
 
 
 def _task_success(task: Mapping[str, Any]) -> float | None:
-    """1.0 if any test episode of the task succeeded, 0.0 if none, ``None`` if not reported."""
+    """The fraction of the task's test episodes that succeeded, ``None`` if not reported."""
     successes = task.get("episode_successes")
     if successes is None:
         return None
-    return float(any(successes[int(task["n_exploration_eps"]) :]))
+    return float(np.mean(successes[int(task["n_exploration_eps"]) :]))
 
 
 def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
@@ -365,7 +424,7 @@ def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
     algorithm (columns).
 
     Only tasks recorded as Meta-World tasks (``{"env_name": ..., "data": ...}``) that report
-    success count. A task succeeds if any of its test episodes did (as ``test_success_rate``).
+    success count. A task's rate is the fraction of its test episodes that succeeded.
     Each cell is the mean over seeds of that seed's success rate over its tasks of that env name
     (so all the goals of one env count together); "n/a" if the algorithm has no such task.
     The result is ``""`` if no run reports success on such tasks.
@@ -385,8 +444,8 @@ def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
     if not cells:
         return ""
     lines = [
-        "Post-adaptation success rate per env (a task succeeds if any test episode does): mean "
-        "over seeds of each seed's rate over the tasks of that env.",
+        "Post-adaptation success rate per env (the fraction of test episodes that succeeded, "
+        "Meta-World's rule): mean over seeds of each seed's rate over the tasks of that env.",
     ]
     for benchmark in sorted({key[0] for key in cells}):
         algorithms = sorted({key[1] for key in cells if key[0] == benchmark})

@@ -22,6 +22,7 @@ from metabench.harness.resultfile import (  # noqa: F401 - the result file's nam
 )
 from metabench.harness.stats import (
     Summary,
+    episode_success_rate,
     format_number,
     per_task_success_markdown,
     summary_markdown,
@@ -75,7 +76,7 @@ def results_markdown(
     ]
     for path, result in runs:
         config, aggregate = result["config"], result["metatest"]["aggregate"]
-        test_return, success = aggregate["test_return"], aggregate["test_success_rate"]
+        test_return, success = aggregate["test_return"], episode_success_rate(aggregate)
         curve = " → ".join(format_number(v) for v in aggregate["return_per_episode"])
         lines.append(
             f"| {config['benchmark']} | {config['algorithm']} | {config['seed']} | "

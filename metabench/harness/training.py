@@ -14,7 +14,6 @@ from torch.utils.tensorboard import SummaryWriter
 
 from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import atomic_write_json
-from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
@@ -22,6 +21,7 @@ from metabench.harness.run import (
     RunDirectory,
     RunError,
     RunSettings,
+    benchmark_for,
     build_algorithm,
     make_evaluator,
     plan_run,
@@ -31,8 +31,8 @@ from metabench.rng import derived_seed
 
 def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int) -> None:
     writer.add_scalar("metatest/test_return", result.test_return, env_steps)
-    if result.test_success_rate is not None:
-        writer.add_scalar("metatest/test_success_rate", result.test_success_rate, env_steps)
+    if result.test_episode_success_rate is not None:
+        writer.add_scalar("metatest/test_success_rate", result.test_episode_success_rate, env_steps)
     for k, value in enumerate(result.return_per_episode):
         writer.add_scalar(f"metatest/return_episode_{k + 1}", value, env_steps)
 
@@ -170,7 +170,7 @@ def evaluate(
     config = run.read_config()
     if config is None:
         raise RunError(f"{run.path} is not a metabench run directory (no config.json)")
-    spec = get_benchmark(config["benchmark"])
+    spec = benchmark_for(config["benchmark"], config["algorithm"])
     if n_test_tasks is not None:
         spec = dataclasses.replace(spec, n_test_tasks=n_test_tasks)
     algo = build_algorithm(spec, config, None)

@@ -12,6 +12,7 @@ seed always gives the same tasks and no global random state is touched.
 from __future__ import annotations
 
 import abc
+import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -54,6 +55,51 @@ def check_action(action: Any, space: gym.spaces.Space[Any]) -> np.ndarray:
             f"action contains NaN or inf ({array}): check the policy output before stepping"
         )
     return array
+
+
+class ActionScaling:
+    """garage's action normalisation (``normalize(env, expected_action_scale=scale)``).
+
+    The policy acts in ``[-scale, scale]`` on every dimension, and an action ``a`` reaches the env
+    as ``clip(low + (a + scale) * (high - low) / (2 * scale), low, high)``; for HalfCheetah's
+    ``[-1, 1]`` that is ``clip(a / scale, -1, 1)``. With a large ``scale`` (garage's and
+    pytorch-maml-rl's MAML HalfCheetah setups use 10), a Gaussian policy's unit exploration noise
+    moves the actuators, and pays control cost, only a tenth as much. The same element-wise
+    operations apply to one action or a batch of them, so a batched env gets the same bits.
+
+    :param space: the env's own bounded action space.
+    :param scale: the half-width of the interval the policy acts in.
+
+    Example::
+
+        >>> from gymnasium.spaces import Box
+        >>> scaling = ActionScaling(Box(-1.0, 1.0, (2,), np.float32), 10.0)
+        >>> scaling.space
+        Box(-10.0, 10.0, (2,), float32)
+        >>> scaling(np.array([5.0, -30.0], dtype=np.float32)).tolist()
+        [0.5, -1.0]
+    """
+
+    def __init__(self, space: gym.spaces.Box, scale: float) -> None:
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
+            raise ValueError(f"action_scale must be a positive number, got {scale!r}")
+        if not (np.isfinite(space.low).all() and np.isfinite(space.high).all()):
+            raise ValueError(f"action_scale needs a bounded action space, got {space}")
+        if not math.isfinite(scale):
+            raise ValueError(f"action_scale must be finite, got {scale!r}")
+        self.scale = float(scale)
+        self.low = space.low.copy()
+        self.high = space.high.copy()
+        dtype = space.dtype.type
+        # garage's order of operations, in the action space's dtype
+        self._half_width = (0.5 * (self.high - self.low) / dtype(self.scale)).astype(space.dtype)
+        self._offset = dtype(self.scale)
+        self.space = gym.spaces.Box(-self.scale, self.scale, shape=space.shape, dtype=space.dtype)
+
+    def __call__(self, action: np.ndarray) -> np.ndarray:
+        """The env action for a policy action (or a batch of them, along the first axis)."""
+        mapped = self.low + (action + self._offset) * self._half_width
+        return np.clip(mapped, self.low, self.high)
 
 
 class EpisodeGuard:

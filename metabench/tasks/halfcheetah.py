@@ -20,7 +20,13 @@ from gymnasium.envs.mujoco.half_cheetah_v5 import HalfCheetahEnv
 from gymnasium.spaces import Box
 
 from metabench.errors import InvalidTaskError
-from metabench.tasks.base import EpisodeGuard, Task, check_action, check_n_tasks
+from metabench.tasks.base import (
+    ActionScaling,
+    EpisodeGuard,
+    Task,
+    check_action,
+    check_n_tasks,
+)
 from metabench.validation import check_count
 
 CTRL_COST_WEIGHT = 0.05
@@ -34,11 +40,22 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
 
     task_key: str = ""
 
-    def __init__(self, horizon: int = 200, **kwargs: Any) -> None:
+    def __init__(
+        self, horizon: int = 200, action_scale: float | None = None, **kwargs: Any
+    ) -> None:
         check_count("horizon", horizon)
         super().__init__(ctrl_cost_weight=CTRL_COST_WEIGHT, **kwargs)
         self.horizon = horizon
         self.observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
+        self.action_scale = action_scale
+        self.action_scaling: ActionScaling | None = None
+        """garage's action normalisation, when ``action_scale`` is set: the policy acts in
+        ``[-action_scale, action_scale]`` and the actuators (and the control cost) receive
+        ``clip(action / action_scale, -1, 1)``."""
+        if action_scale is not None:
+            assert isinstance(self.action_space, Box)  # HalfCheetah-v5's [-1, 1]^6
+            self.action_scaling = ActionScaling(self.action_space, action_scale)
+            self.action_space = self.action_scaling.space
         self._torso_id = self.model.body("torso").id
         self._step_dt = float(self.dt)
         self._task: dict[str, float] | None = None
@@ -108,6 +125,8 @@ class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
         # not compute them either). Measured in tests/benchmarks/test_env_speed.py.
         self._guard.check()
         action = check_action(action, self.action_space)
+        if self.action_scaling is not None:
+            action = self.action_scaling(action)
         data = self.data
         # Python floats, not NumPy scalars: SB3's DummyVecEnv deep-copies every info dict, and
         # NumPy scalars make that copy several times slower.
@@ -150,6 +169,10 @@ class HalfCheetahVelEnv(HalfCheetahTaskEnv):
     :param velocity_range: goal velocities are drawn uniformly from it. garage uses (0, 2), the
         default; PEARL, ProMP and VariBAD use (0, 3).
     :param horizon: episode length (200 as in PEARL and garage's MAML benchmark).
+    :param action_scale: if set, the policy acts in ``[-action_scale, action_scale]``, mapped onto
+        the actuators' ``[-1, 1]`` as garage's ``normalize`` does (see
+        :class:`~metabench.tasks.base.ActionScaling`); the control cost is computed on the
+        mapped action. garage's and pytorch-maml-rl's MAML setups use 10.
 
     Example::
 
@@ -188,6 +211,7 @@ class HalfCheetahDirEnv(HalfCheetahTaskEnv):
     """Run forward (+1) or backward (-1): reward ``direction * v - 0.05 |a|^2``.
 
     :param horizon: episode length (100 as in the MAML paper and learn2learn).
+    :param action_scale: as :class:`HalfCheetahVelEnv`'s.
     """
 
     task_key = "direction"

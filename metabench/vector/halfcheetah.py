@@ -313,6 +313,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         self.horizon: int = task_env.horizon
         self.single_observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
         self.single_action_space = task_env.action_space
+        self._action_scaling = task_env.action_scaling
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
 
@@ -487,6 +488,8 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
                 "call reset() first"
             )
         actions = self._check_actions(actions)
+        if self._action_scaling is not None:
+            actions = self._action_scaling(actions)
         state = self._state
         x_before = state[:, self._x_col].copy()
         state[:, self._ctrl_cols] = actions
@@ -624,6 +627,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
     :param num_envs: number of cheetahs (a MAML meta-batch: tasks x episodes per task).
     :param velocity_range: goal velocities of :meth:`sample_tasks`, as the single env's.
     :param horizon: episode length, shared by all sub-envs.
+    :param action_scale: the single env's action normalisation, applied to every row.
     :param nthread: processes or threads to use (``None``: all cores).
     :param backend: ``"exact"`` or ``"rollout"`` (see the module doc).
     """
@@ -633,12 +637,15 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
         num_envs: int,
         velocity_range: tuple[float, float] = (0.0, 2.0),
         horizon: int = 200,
+        action_scale: float | None = None,
         *,
         nthread: int | None = None,
         backend: Backend = "exact",
     ) -> None:
         super().__init__(
-            HalfCheetahVelEnv(velocity_range=velocity_range, horizon=horizon),
+            HalfCheetahVelEnv(
+                velocity_range=velocity_range, horizon=horizon, action_scale=action_scale
+            ),
             num_envs,
             nthread=nthread,
             backend=backend,
@@ -650,18 +657,23 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
     """``num_envs`` :class:`~metabench.tasks.halfcheetah.HalfCheetahDirEnv` stepped together.
 
     :param horizon: episode length, shared by all sub-envs (100 as the single env).
+    :param action_scale: the single env's action normalisation, applied to every row.
     """
 
     def __init__(
         self,
         num_envs: int,
         horizon: int = 100,
+        action_scale: float | None = None,
         *,
         nthread: int | None = None,
         backend: Backend = "exact",
     ) -> None:
         super().__init__(
-            HalfCheetahDirEnv(horizon=horizon), num_envs, nthread=nthread, backend=backend
+            HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale),
+            num_envs,
+            nthread=nthread,
+            backend=backend,
         )
 
 

@@ -1,5 +1,5 @@
 """RL² (recurrent policy trained across trials) building blocks for sb3-contrib's RecurrentPPO."""
 
-from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
+from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 
-__all__ = ["WholeSequenceLstmPolicy"]
+__all__ = ["WholeSequenceGruPolicy", "WholeSequenceLstmPolicy"]

@@ -6,6 +6,11 @@ resets only at trial starts, and returns and advantages span the episodes of a t
 garage's RL2. One iteration collects exactly one trial per sub-env (``n_steps`` = trial length).
 Training uses :class:`~metabench.algos.rl2.policy.WholeSequenceLstmPolicy`, which runs the LSTM
 over whole sequences (exact, several times faster than the stock step-by-step loop).
+
+Three components of garage's published RL2-PPO can be switched on from :class:`RL2PPOConfig`
+(defaults: sb3-contrib's behaviour): ``value_baseline="linear"`` (garage's linear feature
+baseline instead of a learned critic), ``recurrent_cell="gru"`` and ``entropy_method="max"``
+(the entropy bonus added to the rewards); see :mod:`metabench.algos.rl2.ppo`.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -22,13 +27,19 @@ from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
+from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
+from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
 from metabench.data import EpisodeBatch
-from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.tasks.base import TaskSampler
 from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
+
+POLICY_CLASSES: dict[str, type[RecurrentActorCriticPolicy]] = {
+    "lstm": WholeSequenceLstmPolicy,
+    "gru": WholeSequenceGruPolicy,
+}
 
 
 @dataclass(frozen=True)
@@ -42,7 +53,7 @@ class RL2PPOConfig:
     meta_batch_size: int = option(10, "tasks (sub-envs) per iteration, one trial each", low=1)
     episodes_per_trial: int = option(4, "episodes of one task per trial", low=1)
     hidden_size: int = option(
-        64, "LSTM width (garage used a GRU of 64; sb3-contrib has only LSTMs)", low=1
+        64, "width of the recurrent cell (garage: a GRU of 64 on HalfCheetah)", low=1
     )
     discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
     gae_lambda: float = option(0.95, "GAE lambda", low=0.0, high=1.0)
@@ -64,9 +75,36 @@ class RL2PPOConfig:
     )
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
     processes: bool = option(False, "step sub-envs in worker processes")
+    value_baseline: Literal["critic", "linear"] = option(
+        "critic",
+        "what advantages are measured against. critic: sb3-contrib's learned value function (a "
+        "critic LSTM trained with weight vf_coef, GAE bootstrapped at the trial's time limit). "
+        "linear: garage's RL2 baseline (garage/tf/algos/_rl2npo.py, "
+        "garage/np/baselines/linear_feature_baseline.py), linear features over the whole trial "
+        "fitted before each update to the discounted returns, GAE over each trial with the value "
+        "after its last step 0; no critic, vf_coef ignored",
+    )
+    recurrent_cell: Literal["lstm", "gru"] = option(
+        "lstm",
+        "lstm (sb3-contrib's cell) or gru, the cell of garage's GaussianGRUPolicy "
+        "(garage/examples/tf/rl2_ppo_halfcheetah.py), both hidden_size wide",
+    )
+    entropy_method: Literal["regularized", "max"] = option(
+        "regularized",
+        "how ent_coef enters. regularized: sb3-contrib's -ent_coef * mean entropy in the PPO "
+        "loss. max: garage's RL2 setting (entropy_method='max', stop_entropy_gradient=True in "
+        "garage/examples/tf/rl2_ppo_halfcheetah.py, garage/tf/algos/npo.py), ent_coef * entropy "
+        "added to every step's reward before returns and advantages, no entropy term in the "
+        "loss; refuses normalize_advantage=true, as garage does",
+    )
 
     def __post_init__(self) -> None:
         check_config(self)
+        if self.entropy_method == "max" and self.normalize_advantage:
+            raise ValueError(
+                "entropy_method='max' needs normalize_advantage=False (garage refuses "
+                "center_adv with it): normalising would remove most of the entropy bonus"
+            )
 
 
 class _TrialStats(BaseCallback):
@@ -121,18 +159,23 @@ class RL2ExplorationPolicy(Policy):
         return np.asarray(action[0])
 
 
-def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
-    """Present a bounded Box action space as [-1, 1], the scale SB3's Gaussian policy starts at
-    (std 1); envs with other bounds would have almost every action clipped."""
-    space = env.action_space
-    if (
-        isinstance(space, gym.spaces.Box)
-        and np.isfinite(space.low).all()
-        and np.isfinite(space.high).all()
-        and not (np.all(space.low == -1.0) and np.all(space.high == 1.0))
-    ):
-        return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
-    return env
+class RL2AdaptedPolicy(Policy):
+    """The recurrent policy after exploration: every test episode starts from the hidden state
+    that exploration ended with (garage's ``RL2AdaptedPolicy``, Meta-World+'s ``RL2Wrapped``),
+    so each test episode measures the adapted policy, not the one after the previous test."""
+
+    def __init__(self, explored: RL2ExplorationPolicy) -> None:
+        self.model = explored.model
+        self.deterministic = explored.deterministic
+        self._adapted = explored._state
+        self._explored = explored
+
+    def reset(self) -> None:
+        self._explored._state = self._adapted
+        self._explored._episode_start = np.zeros(1, dtype=bool)
+
+    def get_action(self, observation: np.ndarray) -> np.ndarray:
+        return self._explored.get_action(observation)
 
 
 class RL2PPO(MetaRLAlgorithm):
@@ -144,8 +187,9 @@ class RL2PPO(MetaRLAlgorithm):
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
     :param tensorboard_log: directory for SB3's TensorBoard logs, or ``None``.
-    :param policy_class: sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same
-        policy step by step through the LSTM (only for speed comparisons: results are equal).
+    :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
+        sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same LSTM policy step by
+        step (only for speed comparisons: results are equal).
 
     Example::
 
@@ -164,9 +208,16 @@ class RL2PPO(MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
-        policy_class: type[RecurrentActorCriticPolicy] = WholeSequenceLstmPolicy,
+        policy_class: type[RecurrentActorCriticPolicy] | None = None,
     ) -> None:
         self.config = config = config or RL2PPOConfig()
+        if policy_class is None:
+            policy_class = POLICY_CLASSES[config.recurrent_cell]
+        elif issubclass(policy_class, WholeSequenceGruPolicy) != (config.recurrent_cell == "gru"):
+            raise ValueError(
+                f"policy_class {policy_class.__name__} does not build the "
+                f"{config.recurrent_cell!r} cell that config.recurrent_cell asks for"
+            )
         self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
             env,
             config.meta_batch_size,
@@ -183,7 +234,15 @@ class RL2PPO(MetaRLAlgorithm):
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])
         steps_per_iteration = self.trial_length * config.meta_batch_size
-        self.model = RecurrentPPO(
+        linear = config.value_baseline == "linear"
+        maximum_entropy = config.entropy_method == "max"
+        policy_kwargs: dict[str, Any] = {
+            "lstm_hidden_size": config.hidden_size,
+            "net_arch": {"pi": [], "vf": []},
+        }
+        if linear:
+            policy_kwargs["enable_critic_lstm"] = False  # no critic to run
+        self.model = RL2RecurrentPPO(
             policy_class,
             self.venv,
             learning_rate=config.learning_rate,
@@ -194,16 +253,16 @@ class RL2PPO(MetaRLAlgorithm):
             gae_lambda=config.gae_lambda,
             clip_range=config.clip_range,
             normalize_advantage=config.normalize_advantage,
-            ent_coef=config.ent_coef,
-            vf_coef=config.vf_coef,
+            ent_coef=0.0 if maximum_entropy else config.ent_coef,
+            vf_coef=0.0 if linear else config.vf_coef,
             max_grad_norm=config.max_grad_norm,
-            policy_kwargs={
-                "lstm_hidden_size": config.hidden_size,
-                "net_arch": {"pi": [], "vf": []},
-            },
+            policy_kwargs=policy_kwargs,
             tensorboard_log=tensorboard_log,
             seed=seed,
             device="cpu",
+            value_baseline=config.value_baseline,
+            entropy_method=config.entropy_method,
+            policy_ent_coeff=config.ent_coef if maximum_entropy else 0.0,
         )
         self.steps_per_iteration = steps_per_iteration
         self.iterations = 0
@@ -233,11 +292,11 @@ class RL2PPO(MetaRLAlgorithm):
     def adapt_policy(
         self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
     ) -> Policy:
-        """RL2 adapts in its hidden state: the exploration policy goes on as the adapted one
-        (garage's ``RL2AdaptedPolicy``)."""
+        """RL2 adapts in its hidden state: the policy goes on from the state exploration ended
+        with, restored at the start of every test episode (:class:`RL2AdaptedPolicy`)."""
         if not isinstance(exploration_policy, RL2ExplorationPolicy):
             raise TypeError("adapt_policy needs the policy returned by get_exploration_policy()")
-        return exploration_policy
+        return RL2AdaptedPolicy(exploration_policy)
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         return rescale_actions(RL2Env(env, reward_scale=self.config.reward_scale))
@@ -247,23 +306,10 @@ class RL2PPO(MetaRLAlgorithm):
         """Everything needed to continue training: weights, optimizer, counters, task schedule."""
         return {
             "config": config_dict(self.config),
-            "policy": self.model.policy.state_dict(),
-            "optimizer": self.model.policy.optimizer.state_dict(),
-            "iterations": self.iterations,
-            "num_timesteps": self.model.num_timesteps,
-            "tasks": self.venv.state_dict(),
-            # SB3 seeds and draws from the global generators (minibatch order from NumPy's,
-            # action noise from torch's): resuming exactly needs all three.
-            "global_rng": global_rng_state(),
+            **training_state(self.model, self.venv, self.iterations),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("config") != config_dict(self.config):
             raise ValueError("checkpoint was written with a different RL2PPOConfig")
-        self.model.policy.load_state_dict(state["policy"])
-        self.model.policy.optimizer.load_state_dict(state["optimizer"])
-        self.iterations = int(state["iterations"])
-        self.model.num_timesteps = int(state["num_timesteps"])
-        self.venv.load_state_dict(state["tasks"])
-        set_global_rng_state(state["global_rng"])
-        self.model._last_obs = None  # the next learn() resets the envs: a fresh trial
+        self.iterations = load_training_state(self.model, self.venv, state)

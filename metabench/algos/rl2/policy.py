@@ -12,15 +12,22 @@ zeros (``pad`` uses ``pad_sequence``, ``pad_and_flatten`` keeps that layout for 
 So in a training batch an episode start can only sit at position 0 of a sequence. The state
 reset then only has to be applied once, to the initial state, and the whole padded batch can
 go through a single ``nn.LSTM`` call.
+
+:class:`WholeSequenceGruPolicy` does the same with GRU cells (garage's RL2 policy), keeping
+sb3-contrib's ``(h, c)`` state layout with ``c`` unused.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch as th
+from gymnasium import spaces
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
 
-__all__ = ["WholeSequenceLstmPolicy"]
+__all__ = ["WholeSequenceGruPolicy", "WholeSequenceLstmPolicy"]
 
 
 def _single_layer(lstm: nn.LSTM) -> bool:
@@ -100,3 +107,94 @@ class WholeSequenceLstmPolicy(RecurrentActorCriticPolicy):
         # (max_length, n_seq, hidden) -> (n_seq * max_length, hidden)
         lstm_output = th.flatten(lstm_output.transpose(0, 1), start_dim=0, end_dim=1)
         return lstm_output, final_states
+
+
+class WholeSequenceGruPolicy(RecurrentActorCriticPolicy):
+    """``RecurrentActorCriticPolicy`` with GRU cells instead of LSTMs, trained over whole sequences.
+
+    garage's RL2 examples use a GRU (``GaussianGRUPolicy``, ``garage/tf/policies/
+    gaussian_gru_policy.py``: hidden 64 on HalfCheetah; Meta-World+ uses 256); sb3-contrib only
+    builds LSTMs. This class keeps sb3-contrib's interfaces so that ``RecurrentPPO`` and its
+    rollout buffer work unchanged:
+
+    * the GRUs live under the parent's attribute names (``lstm_actor``, ``lstm_critic``) and are
+      built from the same arguments (``lstm_hidden_size``, ``n_lstm_layers``, ``lstm_kwargs``,
+      ``shared_lstm``, ``enable_critic_lstm``);
+    * the recurrent state stays the parent's ``(h, c)`` pair: ``h`` is the GRU's hidden state and
+      ``c`` is unused (always returned as zeros), so buffers and ``predict`` need no change.
+
+    ``_process_sequence`` uses the same whole-sequence scheme as
+    :class:`WholeSequenceLstmPolicy`: one ``torch.gru_cell`` step during rollouts, one ``nn.GRU``
+    call over a padded training batch whose episode starts are all at position 0 (states reset
+    before the call), and a step-by-step loop for any other layout. PyTorch's GRU is the
+    ``reset_after`` variant, the one TF2 Keras' ``GRUCell`` (which garage wraps) uses by default;
+    the weights start with PyTorch's default initialisation, not garage's Glorot uniform.
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space,
+        action_space: spaces.Space,
+        lr_schedule: Schedule,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(observation_space, action_space, lr_schedule, **kwargs)
+        self.lstm_actor = self._gru_like(self.lstm_actor)  # type: ignore[assignment]
+        if self.lstm_critic is not None:
+            self.lstm_critic = self._gru_like(self.lstm_critic)  # type: ignore[assignment]
+        # The parent built its optimizer over the LSTMs' parameters: build it again.
+        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    def _gru_like(self, lstm: nn.Module) -> nn.GRU:
+        """A GRU with the input size, width and layers of the parent's ``lstm``."""
+        assert isinstance(lstm, nn.LSTM)
+        return nn.GRU(
+            lstm.input_size, lstm.hidden_size, num_layers=lstm.num_layers, **self.lstm_kwargs
+        )
+
+    @staticmethod
+    def _process_sequence(  # type: ignore[override]
+        features: th.Tensor,
+        lstm_states: tuple[th.Tensor, th.Tensor],
+        episode_starts: th.Tensor,
+        lstm: nn.GRU,
+    ) -> tuple[th.Tensor, tuple[th.Tensor, th.Tensor]]:
+        """Run the GRU over a (padded) batch of sequences, resetting states at episode starts.
+
+        :param features: ``(n_seq * max_length, features_dim)``, sequence-major.
+        :param lstm_states: ``(h, c)``, each ``(n_layers, n_seq, hidden)``; ``c`` is ignored.
+        :param episode_starts: ``(n_seq * max_length,)`` flags, 1.0 where an episode starts.
+        :param lstm: the actor's or critic's GRU (the parent's parameter name).
+        :return: the GRU output ``(n_seq * max_length, hidden)`` and the final ``(h, zeros)``.
+        """
+        hidden = lstm_states[0]
+        n_seq = hidden.shape[1]
+        starts = episode_starts.reshape((n_seq, -1)).swapaxes(0, 1)  # (max_length, n_seq)
+        if starts.shape[0] == 1 and lstm.num_layers == 1 and lstm.bias and not lstm.bidirectional:
+            keep = (1.0 - starts[0]).view(n_seq, 1)
+            weights: list[th.Tensor] = [
+                getattr(lstm, name)
+                for name in ("weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0")
+            ]
+            h = th.gru_cell(features, keep * hidden[0], *weights)
+            h_n = h.unsqueeze(0)
+            return h, (h_n, th.zeros_like(h_n))
+        features_sequence = features.reshape((n_seq, -1, lstm.input_size)).swapaxes(0, 1)
+        if bool(th.any(starts[1:] != 0.0)):
+            # A start after position 0 (not from the rollout buffer): one step at a time.
+            outputs = []
+            for step_features, start in zip(features_sequence, starts, strict=True):
+                output, hidden = lstm(
+                    step_features.unsqueeze(0), (1.0 - start).view(1, n_seq, 1) * hidden
+                )
+                outputs.append(output)
+            gru_output = th.cat(outputs)
+        else:
+            gru_output, hidden = lstm(
+                features_sequence, (1.0 - starts[0]).view(1, n_seq, 1) * hidden
+            )
+        # (max_length, n_seq, hidden) -> (n_seq * max_length, hidden)
+        gru_output = th.flatten(gru_output.transpose(0, 1), start_dim=0, end_dim=1)
+        return gru_output, (hidden, th.zeros_like(hidden))

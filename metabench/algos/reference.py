@@ -1,0 +1,261 @@
+"""Reference points for every meta-RL number: ``oracle`` and ``multitask`` (SB3 PPO).
+
+Both are plain PPO (Stable-Baselines3) trained on the benchmark's task distribution, a fresh task
+every episode, and meta-tested through the same protocol as the meta-RL algorithms; they ignore
+the exploration episodes (``adapt_policy`` returns the policy unchanged).
+
+``oracle``
+    sees the task appended to its observation (:class:`TaskInObservation`): what a policy that
+    knew the task from the first step could do, the ceiling of adaptation.
+``multitask``
+    sees the task env's observation only: the best single policy for the whole distribution,
+    the floor that adaptation must beat to be worth anything.
+
+One iteration collects one episode on each of ``n_envs`` sub-envs (each with its own task), so
+iterations end at episode boundaries and a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+
+from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
+from metabench.data import EpisodeBatch
+from metabench.tasks.base import Task, TaskSampler
+from metabench.validation import check_config, config_dict, option
+from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
+from metabench.wrappers import EPISODE_END, EPISODE_RETURN
+
+__all__ = ["ReferenceConfig", "ReferencePPO", "TaskInObservation", "task_features"]
+
+
+def task_features(task: Task) -> np.ndarray:
+    """A task as a flat float vector: the numbers of a dict task in key order
+    (``{"velocity": 1.3}`` -> ``[1.3]``, ``{"goal": [x, y]}`` -> ``[x, y]``).
+
+    :raises ValueError: a task that is not a dict of numbers and lists of numbers (a Meta-World
+        task hides its goal in serialised state, so the oracle does not support it).
+    """
+    if not isinstance(task, Mapping):
+        raise ValueError(
+            f"the oracle needs tasks that are dicts of numbers, got {type(task).__name__}: "
+            f"use multitask on this benchmark"
+        )
+    parts = []
+    for key in sorted(task):
+        value = np.asarray(task[key], dtype=np.float64).ravel()
+        if not np.isfinite(value).all():
+            raise ValueError(f"task[{key!r}] = {task[key]!r} is not a finite number")
+        parts.append(value)
+    return np.concatenate(parts)
+
+
+class TaskInObservation(gym.ObservationWrapper[np.ndarray, Any, np.ndarray]):
+    """Appends the current task (:func:`task_features` of ``env.unwrapped.task``) to a Box
+    observation: the oracle's view of any task env.
+
+    Example::
+
+        >>> from metabench.tasks.toy import PointGoalEnv
+        >>> env = TaskInObservation(PointGoalEnv())
+        >>> obs, _ = env.reset(seed=0, options={"task": {"goal": [0.3, -0.1]}})
+        >>> obs[-2:].round(2).tolist()
+        [0.3, -0.1]
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        space = env.observation_space
+        if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
+            raise ValueError(f"TaskInObservation needs a flat Box observation, got {space}")
+        probe = env.unwrapped.sample_tasks(1, np.random.default_rng(0))[0]  # type: ignore[attr-defined]
+        n_task = task_features(probe).size
+        self._dtype = space.dtype
+        self.observation_space = gym.spaces.Box(
+            low=np.concatenate([space.low, np.full(n_task, -np.inf, space.dtype)]),
+            high=np.concatenate([space.high, np.full(n_task, np.inf, space.dtype)]),
+            dtype=space.dtype,
+        )
+
+    def observation(self, observation: np.ndarray) -> np.ndarray:
+        task = self.env.unwrapped.task  # type: ignore[attr-defined]
+        if task is None:
+            raise ValueError("the task env has no task yet: reset it (with a task) first")
+        return np.concatenate([observation, task_features(task)]).astype(self._dtype)
+
+
+@dataclass(frozen=True)
+class ReferenceConfig:
+    """Hyperparameters of the reference PPO: Stable-Baselines3's PPO defaults, with one episode
+    per sub-env per iteration."""
+
+    n_envs: int = option(
+        20, "sub-envs, each with its own task; one episode each per iteration", low=1
+    )
+    learning_rate: float = option(3e-4, "Adam step size", low=0.0, low_open=True)
+    n_minibatches: int = option(
+        8, "minibatches per epoch (the minibatch is the iteration's steps divided by it)", low=1
+    )
+    n_epochs: int = option(10, "PPO epochs per iteration", low=1)
+    discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
+    gae_lambda: float = option(0.95, "GAE lambda", low=0.0, high=1.0)
+    clip_range: float = option(0.2, "PPO clipping of the probability ratio", low=0.0, low_open=True)
+    ent_coef: float = option(0.0, "entropy bonus coefficient", low=0.0)
+    vf_coef: float = option(0.5, "value loss coefficient", low=0.0)
+    max_grad_norm: float = option(0.5, "gradient clipping norm", low=0.0, low_open=True)
+    hidden_sizes: tuple[int, ...] = option(
+        (64, 64), "hidden layers of the policy and of the value function (tanh)", low=1
+    )
+    log_std_init: float = option(0.0, "initial log standard deviation of the Gaussian policy")
+    deterministic_eval: bool = option(
+        True, "act with the distribution's mean at meta-test (how a PPO policy is evaluated)"
+    )
+
+    def __post_init__(self) -> None:
+        check_config(self)
+
+
+class _EpisodeReturns(BaseCallback):
+    """Meta-train return per episode, from the trial wrapper's ``info``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.returns: list[float] = []
+
+    def _on_step(self) -> bool:
+        for info in self.locals["infos"]:
+            if info.get(EPISODE_END):
+                self.returns.append(float(info[EPISODE_RETURN]))
+        return True
+
+
+class ReferencePolicy(Policy):
+    """The trained PPO policy acting alone; it keeps no state between steps."""
+
+    def __init__(self, model: PPO, deterministic: bool) -> None:
+        self.model = model
+        self.deterministic = deterministic
+
+    def get_action(self, observation: np.ndarray) -> np.ndarray:
+        action, _ = self.model.predict(observation[None], deterministic=self.deterministic)
+        return np.asarray(action[0])
+
+
+class ReferencePPO(MetaRLAlgorithm):
+    """PPO on the task distribution, with (``oracle``) or without (``multitask``) the task in
+    its observation; see the module docstring.
+
+    :param env: a task env id or a task env factory.
+    :param sampler: training tasks; ``None`` uses the task env's ``sample_tasks``.
+    :param config: hyperparameters.
+    :param oracle: append the task to the observation (``oracle``) or not (``multitask``).
+    :param seed: seeds the sub-envs, the task sequence and torch.
+    :param env_kwargs: passed to the task env.
+
+    Example::
+
+        >>> import metabench
+        >>> config = ReferenceConfig(n_envs=4)
+        >>> algo = ReferencePPO("metabench/PointGoal-v0", config=config, oracle=True)
+        >>> algo.steps_per_iteration  # 4 episodes of 20 steps
+        80
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        sampler: TaskSampler | None = None,
+        config: ReferenceConfig | None = None,
+        oracle: bool = False,
+        seed: int = 0,
+        env_kwargs: dict[str, Any] | None = None,
+        tensorboard_log: str | None = None,
+    ) -> None:
+        self.config = config = config or ReferenceConfig()
+        self.oracle = oracle
+        self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
+            env,
+            config.n_envs,
+            episodes_per_trial=1,
+            sampler=sampler,
+            rl2=False,
+            seed=seed,
+            backend="sb3",
+            env_kwargs=env_kwargs,
+            wrapper=self.wrap_env,
+        )
+        horizon = int(self.venv.get_attr("horizon", indices=[0])[0])
+        self.steps_per_iteration = horizon * config.n_envs
+        self.model = PPO(
+            "MlpPolicy",
+            self.venv,
+            learning_rate=config.learning_rate,
+            n_steps=horizon,
+            batch_size=max(1, self.steps_per_iteration // config.n_minibatches),
+            n_epochs=config.n_epochs,
+            gamma=config.discount,
+            gae_lambda=config.gae_lambda,
+            clip_range=config.clip_range,
+            ent_coef=config.ent_coef,
+            vf_coef=config.vf_coef,
+            max_grad_norm=config.max_grad_norm,
+            policy_kwargs={
+                "net_arch": list(config.hidden_sizes),
+                "log_std_init": config.log_std_init,
+            },
+            tensorboard_log=tensorboard_log,
+            seed=seed,
+            device="cpu",
+        )
+        self.iterations = 0
+
+    def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+        """The oracle's task-augmented observation; actions presented as [-1, 1] to SB3."""
+        return rescale_actions(TaskInObservation(env) if self.oracle else env)
+
+    def train(self, n_iterations: int) -> dict[str, float]:
+        """``n_iterations`` PPO iterations of one episode per sub-env; their mean return."""
+        if n_iterations < 1:
+            raise ValueError(f"n_iterations must be >= 1, got {n_iterations}")
+        returns = _EpisodeReturns()
+        self.model.learn(
+            total_timesteps=n_iterations * self.steps_per_iteration,
+            callback=returns,
+            reset_num_timesteps=False,
+            tb_log_name="oracle" if self.oracle else "multitask",
+        )
+        self.iterations += n_iterations
+        mean = float(np.mean(returns.returns)) if returns.returns else math.nan
+        return {"metatrain/average_return": mean}
+
+    def get_exploration_policy(self) -> Policy:
+        return ReferencePolicy(self.model, self.config.deterministic_eval)
+
+    def adapt_policy(
+        self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
+    ) -> Policy:
+        """No adaptation: the same policy acts after the exploration episodes."""
+        return exploration_policy
+
+    # -- checkpoints -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training: weights, optimizer, counters, task schedule."""
+        return {
+            "config": config_dict(self.config),
+            "oracle": self.oracle,
+            **training_state(self.model, self.venv, self.iterations),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("config") != config_dict(self.config) or state.get("oracle") != self.oracle:
+            raise ValueError("checkpoint was written with a different ReferenceConfig or oracle")
+        self.iterations = load_training_state(self.model, self.venv, state)

@@ -1,0 +1,262 @@
+"""sb3-contrib's ``RecurrentPPO`` with garage's RL2 value baseline and maximum-entropy options.
+
+garage's RL2-PPO (``garage/tf/algos/rl2.py``, ``_rl2npo.py``, ``npo.py``) computes its advantages
+differently from sb3-contrib's ``RecurrentPPO``; :class:`RL2RecurrentPPO` can do either:
+
+* ``value_baseline="critic"`` (sb3-contrib): a learned value function, trained with the PPO loss,
+  GAE from its values, bootstrapped at time-limit ends.
+* ``value_baseline="linear"`` (garage): no learned critic. Before each update a
+  :class:`~metabench.algos.maml.baseline.LinearFeatureBaseline` is fitted on the iteration's
+  trials (each trial one path, so its time feature counts steps from the trial start) to their
+  discounted returns, and GAE runs over each trial on its predictions with the value after the
+  trial's last step taken as 0 (garage's ``compute_advantages`` pads the baselines with zeros:
+  the trial end is terminal). ``RL2NPO.optimize_policy`` fits *before* predicting, so the
+  advantages use the baseline fitted on the same data.
+* ``entropy_method="regularized"`` (sb3-contrib, garage's other method): ``-ent_coef * mean H``
+  in the loss.
+* ``entropy_method="max"`` (garage's RL2 examples): ``ent_coef * H(pi(.|s_t))`` added to every
+  step's reward before the returns and advantages are computed, and no entropy term in the loss
+  (garage's ``stop_entropy_gradient=True``, which its ``'max'`` method requires).
+
+With both at their first values the class is ``RecurrentPPO`` unchanged: nothing is recomputed
+and no random number is drawn, so results are bit-identical.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch as th
+from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.recurrent.buffers import RecurrentRolloutBuffer
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from stable_baselines3.common.buffers import RolloutBuffer
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.utils import obs_as_tensor
+from stable_baselines3.common.vec_env import VecEnv
+from torch import nn
+
+from metabench.algos.maml.baseline import LinearFeatureBaseline
+from metabench.algos.maml.returns import discounted_returns, gae_advantages
+from metabench.data import EpisodeBatch, StepType
+
+__all__ = [
+    "ENTROPY_METHODS",
+    "VALUE_BASELINES",
+    "RL2RecurrentPPO",
+    "linear_baseline_advantages",
+    "trial_batch",
+]
+
+VALUE_BASELINES = ("critic", "linear")
+"""``critic``: sb3-contrib's learned value function; ``linear``: garage's linear feature
+baseline fitted over each whole trial."""
+
+ENTROPY_METHODS = ("regularized", "max")
+"""``regularized``: entropy bonus in the loss; ``max``: entropy added to every step's reward."""
+
+
+def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    """Raise ``ValueError`` naming the valid ``choices`` unless ``value`` is one of them."""
+    if value not in choices:
+        valid = ", ".join(repr(choice) for choice in choices)
+        raise ValueError(f"{name} must be one of {valid}; got {value!r}")
+
+
+def trial_batch(observations: np.ndarray, actions: np.ndarray, rewards: np.ndarray) -> EpisodeBatch:
+    """The trials of a rollout buffer as an :class:`EpisodeBatch`, one trial per episode.
+
+    :param observations: ``(T, n_envs, *obs_shape)``, one whole trial per sub-env (the buffer's
+        layout before training flattens it).
+    :param actions: ``(T, n_envs, *act_shape)``.
+    :param rewards: ``(T, n_envs)``.
+    :return: ``n_envs`` episodes of ``T`` steps, sub-env by sub-env; each trial ends
+        ``TERMINAL`` (garage treats the trial end as terminal). ``last_observations`` repeats
+        each trial's last observation (nothing here reads it).
+    """
+    length, n_envs = rewards.shape
+    env_major = np.swapaxes(observations, 0, 1)
+    step_types = np.full(length, StepType.MID, dtype=np.int8)
+    step_types[0] = StepType.FIRST
+    step_types[-1] = StepType.TERMINAL
+    return EpisodeBatch(
+        observations=env_major.reshape(n_envs * length, *observations.shape[2:]),
+        last_observations=env_major[:, -1],
+        actions=np.swapaxes(actions, 0, 1).reshape(n_envs * length, *actions.shape[2:]),
+        rewards=np.swapaxes(rewards, 0, 1).reshape(-1),
+        step_types=np.tile(step_types, n_envs),
+        lengths=np.full(n_envs, length, dtype=np.int64),
+    )
+
+
+def linear_baseline_advantages(
+    trials: EpisodeBatch,
+    baseline: LinearFeatureBaseline,
+    discount: float,
+    gae_lambda: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fit ``baseline`` on ``trials`` and return GAE advantages from its predictions (garage).
+
+    :param trials: whole trials, one per episode, of equal length (:func:`trial_batch`).
+    :param baseline: refitted here to the discounted returns of ``trials``.
+    :return: ``(advantages, returns, values)``, each ``(N, T)`` float64: the advantages, the
+        discounted returns the baseline was fitted to, and its predictions after the fit.
+    """
+    valids = trials.valids
+    returns = discounted_returns(trials.padded_rewards, valids, discount)
+    baseline.fit(trials, returns[valids > 0])
+    values = trials.padded(baseline.predict(trials))
+    advantages = gae_advantages(trials.padded_rewards, values, valids, discount, gae_lambda)
+    return advantages, returns, values
+
+
+class RL2RecurrentPPO(RecurrentPPO):
+    """``RecurrentPPO`` whose advantages can come from garage's RL2 components.
+
+    Takes ``RecurrentPPO``'s arguments plus:
+
+    :param value_baseline: one of :data:`VALUE_BASELINES`. With ``"linear"`` the policy's value
+        head is set to zero and frozen (pass ``enable_critic_lstm=False`` in ``policy_kwargs``
+        to skip the critic's recurrent pass too), so the value loss trains nothing and the
+        time-limit bootstrap in ``collect_rollouts`` adds exactly ``gamma * 0`` to the rewards;
+        ``vf_coef`` should be 0. The buffer's ``values`` and ``returns`` then hold the linear
+        baseline's predictions and the discounted returns it was fitted to (so SB3's logged
+        explained variance is garage's ``ExplainedVariance``; its ``train/value_loss`` then
+        compares the returns with the zero head and means nothing).
+    :param entropy_method: one of :data:`ENTROPY_METHODS`. With ``"max"``, pass ``ent_coef=0``
+        (no entropy in the loss) and the coefficient as ``policy_ent_coeff``.
+    :param policy_ent_coeff: garage's ``policy_ent_coeff``: the weight of the entropy added to
+        the rewards with ``entropy_method="max"``; unused otherwise.
+
+    With ``"max"`` the entropy of every step is computed once per iteration with the policy that
+    collected the rollouts. garage evaluates it inside its loss graph, i.e. with the policy being
+    optimised (its gradient stopped), so its later epochs see the slightly changed entropy. With
+    a state-independent std that shifts every advantage by at most ``ent_coef * dH / (1 - gamma
+    * lambda)``; Adam moves each log-std by roughly ``learning_rate`` per step at most, so on
+    HalfCheetah (6 action dims, 10 full-batch steps at 1e-3) ``dH <= ~0.06`` and the shift is
+    about 0.02 at most.
+
+    ``"linear"`` needs exactly one whole trial per sub-env per iteration (``n_steps`` = trial
+    length, trials starting at the first step), which is how ``RL2PPO`` collects; anything else
+    raises ``ValueError``.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        value_baseline: str = "critic",
+        entropy_method: str = "regularized",
+        policy_ent_coeff: float = 0.0,
+        **kwargs: Any,
+    ) -> None:
+        check_choice("value_baseline", value_baseline, VALUE_BASELINES)
+        check_choice("entropy_method", entropy_method, ENTROPY_METHODS)
+        # set before RecurrentPPO.__init__, which calls _setup_model
+        self.value_baseline = value_baseline
+        self.entropy_method = entropy_method
+        self.policy_ent_coeff = float(policy_ent_coeff)
+        self.linear_baseline = LinearFeatureBaseline() if value_baseline == "linear" else None
+        super().__init__(*args, **kwargs)
+
+    def _setup_model(self) -> None:
+        super()._setup_model()
+        if self.value_baseline == "linear":
+            # No learned critic: the value head outputs exactly 0 and nothing trains it.
+            policy = self._recurrent_policy()
+            critic_parts: list[nn.Module] = [policy.value_net]
+            if policy.critic is not None:
+                critic_parts.append(policy.critic)
+            if policy.lstm_critic is not None:
+                critic_parts.append(policy.lstm_critic)
+            with th.no_grad():
+                for parameter in policy.value_net.parameters():
+                    parameter.zero_()
+            for part in critic_parts:
+                part.requires_grad_(False)
+
+    def collect_rollouts(
+        self,
+        env: VecEnv,
+        callback: BaseCallback,
+        rollout_buffer: RolloutBuffer,
+        n_rollout_steps: int,
+    ) -> bool:
+        """``RecurrentPPO.collect_rollouts``, then the configured advantages replace its own."""
+        complete = super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+        if not complete or (
+            self.value_baseline == "critic" and self.entropy_method == "regularized"
+        ):
+            return complete
+        if self.entropy_method == "max":
+            rollout_buffer.rewards += self.policy_ent_coeff * self._rollout_entropies()
+        if self.value_baseline == "linear":
+            self._linear_baseline_advantages()
+        else:
+            # Same call as at the end of collect_rollouts, now on the augmented rewards.
+            assert self._last_lstm_states is not None and self._last_obs is not None
+            with th.no_grad():
+                last_values = self.policy.predict_values(
+                    obs_as_tensor(self._last_obs, self.device),
+                    self._last_lstm_states.vf,
+                    th.tensor(self._last_episode_starts, dtype=th.float32, device=self.device),
+                )
+            rollout_buffer.compute_returns_and_advantage(
+                last_values=last_values,
+                dones=np.asarray(self._last_episode_starts),
+            )
+        return complete
+
+    def _rollout_entropies(self) -> np.ndarray:
+        """``(n_steps, n_envs)`` entropy of the policy at every step of the rollout buffer.
+
+        One pass of the actor over each sub-env's whole rollout, from the recurrent state the
+        buffer stored before its first step, resetting at the stored episode starts.
+        """
+        buffer = self._recurrent_buffer()
+        n_steps, n_envs = buffer.rewards.shape
+        observations = np.swapaxes(buffer.observations, 0, 1).reshape(
+            n_envs * n_steps, *buffer.observations.shape[2:]
+        )
+        starts = np.swapaxes(buffer.episode_starts, 0, 1).reshape(-1)
+        states = (
+            th.as_tensor(buffer.hidden_states_pi[0], device=self.device),
+            th.as_tensor(buffer.cell_states_pi[0], device=self.device),
+        )
+        with th.no_grad():
+            distribution, _ = self._recurrent_policy().get_distribution(
+                th.as_tensor(observations, device=self.device),
+                states,
+                th.as_tensor(starts, dtype=th.float32, device=self.device),
+            )
+            entropy = distribution.entropy()
+        assert entropy is not None
+        return entropy.cpu().numpy().reshape(n_envs, n_steps).T
+
+    def _recurrent_policy(self) -> RecurrentActorCriticPolicy:
+        assert isinstance(self.policy, RecurrentActorCriticPolicy)
+        return self.policy
+
+    def _recurrent_buffer(self) -> RecurrentRolloutBuffer:
+        assert isinstance(self.rollout_buffer, RecurrentRolloutBuffer)
+        return self.rollout_buffer
+
+    def _linear_baseline_advantages(self) -> None:
+        """Replace the buffer's advantages, returns and values with the linear baseline's."""
+        buffer = self.rollout_buffer
+        starts = buffer.episode_starts
+        if not (np.all(starts[0] == 1.0) and np.all(starts[1:] == 0.0)) or not np.all(
+            self._last_episode_starts
+        ):
+            raise ValueError(
+                "value_baseline='linear' needs one whole trial per sub-env per iteration: set "
+                "n_steps to the trial length and start collecting at a trial start"
+            )
+        assert self.linear_baseline is not None
+        trials = trial_batch(buffer.observations, buffer.actions, buffer.rewards)
+        advantages, returns, values = linear_baseline_advantages(
+            trials, self.linear_baseline, self.gamma, self.gae_lambda
+        )
+        buffer.advantages = advantages.T.astype(np.float32)
+        buffer.returns = returns.T.astype(np.float32)
+        buffer.values = values.T.astype(np.float32)

@@ -1,0 +1,59 @@
+"""What the algorithms built on Stable-Baselines3 (RL2-PPO, the oracle and multitask references)
+share: the action scale SB3's Gaussian policies start at, and what a checkpoint keeps of them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
+
+from metabench.rng import global_rng_state, set_global_rng_state
+from metabench.vector import MetaBatchVecEnv
+
+__all__ = ["load_training_state", "rescale_actions", "training_state"]
+
+
+def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+    """Present a bounded Box action space as [-1, 1], the scale SB3's Gaussian policy starts at
+    (std 1); envs with other bounds would have almost every action clipped."""
+    space = env.action_space
+    if (
+        isinstance(space, gym.spaces.Box)
+        and np.isfinite(space.low).all()
+        and np.isfinite(space.high).all()
+        and not (np.all(space.low == -1.0) and np.all(space.high == 1.0))
+    ):
+        return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
+    return env
+
+
+def training_state(
+    model: OnPolicyAlgorithm, venv: MetaBatchVecEnv, iterations: int
+) -> dict[str, Any]:
+    """Weights, optimizer, counters and task schedule, as tensors and plain values. SB3 seeds and
+    draws from the global generators (minibatch order from NumPy's, action noise from torch's):
+    resuming exactly needs all three."""
+    return {
+        "policy": model.policy.state_dict(),
+        "optimizer": model.policy.optimizer.state_dict(),
+        "iterations": iterations,
+        "num_timesteps": model.num_timesteps,
+        "tasks": venv.state_dict(),
+        "global_rng": global_rng_state(),
+    }
+
+
+def load_training_state(
+    model: OnPolicyAlgorithm, venv: MetaBatchVecEnv, state: dict[str, Any]
+) -> int:
+    """Restore :func:`training_state`; returns the iteration count. Iterations end where trials
+    (or episodes) end, so the next ``learn()`` starts with a reset: the one that was due."""
+    model.policy.load_state_dict(state["policy"])
+    model.policy.optimizer.load_state_dict(state["optimizer"])
+    model.num_timesteps = int(state["num_timesteps"])
+    venv.load_state_dict(state["tasks"])
+    set_global_rng_state(state["global_rng"])
+    model._last_obs = None
+    return int(state["iterations"])

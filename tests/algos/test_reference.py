@@ -1,0 +1,125 @@
+"""oracle and multitask: the task in the observation, episode-shaped iterations, exact resume,
+the shared meta-test protocol, and (slow) the oracle beating multitask on PointGoal."""
+
+import io
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import metabench  # noqa: F401 - registers the ids
+from metabench.algos.reference import (
+    ReferenceConfig,
+    ReferencePPO,
+    TaskInObservation,
+    task_features,
+)
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.run import make_evaluator
+from metabench.tasks.toy import PointGoalEnv
+from metabench.wrappers import Trial
+
+SMALL = ReferenceConfig(n_envs=4, n_epochs=2, hidden_sizes=(8,))
+
+
+def parameters(algo: ReferencePPO) -> list[np.ndarray]:
+    return [p.detach().numpy().copy() for p in algo.model.policy.parameters()]
+
+
+def test_task_features_flatten_dict_tasks_in_key_order():
+    np.testing.assert_array_equal(task_features({"velocity": 1.5}), [1.5])
+    np.testing.assert_array_equal(task_features({"goal": [0.3, -0.2], "a": 2}), [2.0, 0.3, -0.2])
+    with pytest.raises(ValueError, match="use multitask"):
+        task_features(("reach-v3", b"data"))
+    with pytest.raises(ValueError, match="finite"):
+        task_features({"velocity": float("nan")})
+
+
+def test_task_in_observation_follows_the_task_of_each_episode():
+    env = TaskInObservation(Trial(PointGoalEnv(), 1))
+    assert env.observation_space.shape == (4,)
+    for goal in ([0.3, -0.1], [-0.4, 0.2]):
+        env.get_wrapper_attr("set_task")({"goal": goal})
+        obs, _ = env.reset(seed=0)
+        np.testing.assert_allclose(obs[2:], goal)
+        obs = env.step(np.zeros(2))[0]
+        np.testing.assert_allclose(obs[2:], goal)
+        np.testing.assert_array_equal(obs[:2], env.unwrapped._position)
+
+
+def test_one_iteration_is_one_episode_per_sub_env_each_with_its_own_task():
+    algo = ReferencePPO("metabench/PointGoal-v0", config=SMALL, env_kwargs={"horizon": 5})
+    assert algo.steps_per_iteration == 20
+    stats = algo.train(2)
+    assert algo.model.num_timesteps == 40 and algo.iterations == 2
+    assert np.isfinite(stats["metatrain/average_return"])
+    tasks = [tuple(task["goal"]) for task in algo.venv.tasks]
+    assert len(set(tasks)) == 4  # a meta-batch of distinct tasks
+
+
+@pytest.mark.parametrize("oracle", [True, False])
+def test_resume_from_a_checkpoint_is_exact(oracle):
+    def make() -> ReferencePPO:
+        return ReferencePPO("metabench/PointGoal-v0", config=SMALL, oracle=oracle, seed=3)
+
+    straight = make()
+    straight.train(2)
+    first = make()
+    first.train(1)
+    buffer = io.BytesIO()  # through a checkpoint file, read as the harness reads it
+    torch.save(first.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    first.train(1)  # move every generator on; the resumed copy must not see that
+    resumed = make()
+    resumed.load_state_dict(state)
+    resumed.train(1)
+    for a, b in zip(parameters(straight), parameters(resumed), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_checkpoint_of_another_config_is_refused():
+    state = ReferencePPO("metabench/PointGoal-v0", config=SMALL).state_dict()
+    other = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2))
+    with pytest.raises(ValueError, match="different ReferenceConfig"):
+        other.load_state_dict(state)
+    oracle = ReferencePPO("metabench/PointGoal-v0", config=SMALL, oracle=True)
+    with pytest.raises(ValueError, match="or oracle"):
+        oracle.load_state_dict(state)
+
+
+def test_oracle_sees_the_meta_test_task_and_ignores_the_exploration_episodes():
+    algo = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2), oracle=True)
+    env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
+    assert env.observation_space.shape == (4,)
+    policy = algo.get_exploration_policy()
+    assert algo.adapt_policy(policy, None) is policy  # type: ignore[arg-type]
+    env.get_wrapper_attr("set_task")({"goal": [0.25, 0.25]})
+    obs, _ = env.reset(seed=0)
+    np.testing.assert_allclose(obs[2:], [0.25, 0.25])
+    np.testing.assert_array_equal(policy.get_action(obs), policy.get_action(obs))  # the mean
+
+
+@pytest.mark.parametrize(
+    "bad", [{"n_envs": 0}, {"discount": 1.5}, {"hidden_sizes": (0,)}, {"n_minibatches": 2.5}]
+)
+def test_bad_config_raises(bad):
+    with pytest.raises(ValueError):
+        ReferenceConfig(**bad)
+
+
+@pytest.mark.slow
+def test_oracle_beats_multitask_on_pointgoal():
+    """The oracle knows the goal, so it walks there; multitask can only learn the one path that
+    is best on average. 60 iterations of 20 episodes of 20 steps each."""
+    spec = get_benchmark("PointGoal")
+    evaluator = make_evaluator(spec, seed=0)
+    returns = {}
+    for oracle in (True, False):
+        algo = ReferencePPO(
+            spec.env_id, oracle=oracle, seed=0, env_kwargs=spec.train_env_kwargs(0),
+        )  # fmt: skip
+        algo.train(60)
+        returns[oracle] = evaluator.evaluate(algo).test_return
+    assert returns[True] >= returns[False] + 2.0, returns
