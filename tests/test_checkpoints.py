@@ -21,6 +21,8 @@ SMALL = {
     "nop": {},
     "cem": {},
     "cmaes": {},
+    "oracle": {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1},
+    "multitask": {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1},
 }
 
 

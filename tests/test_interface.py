@@ -1,6 +1,7 @@
 """The meta-RL interface: train() returns dict[str, float] with documented keys."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ SMALL = {
     "nop": ("Bandit", {}),
     "cem": ("HalfCheetahVel", {}),
     "cmaes": ("HalfCheetahVel", {}),
+    "oracle": ("PointGoal", {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1}),
+    "multitask": ("PointGoal", {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1}),
 }
 
 
@@ -29,6 +32,9 @@ def test_train_returns_numbers_keyed_metatrain(name):
     assert all(type(value) is float for value in stats.values())
     if name == "rl2-ppo":
         assert {"metatrain/average_return", "metatrain/success_rate"} <= set(stats)
+    elif name in ("oracle", "multitask"):
+        returns = [value for key, value in stats.items() if "return" in key]
+        assert returns and all(math.isfinite(value) for value in returns)
     elif name == "maml-trpo":
         assert stats["metatrain/post_update_return"] == algo.history[-1].post_update_return
     else:
