@@ -12,6 +12,7 @@ from metabench.algos.cem import CEMConfig
 from metabench.algos.cmaes import CMAESConfig
 from metabench.algos.maml.maml import MAMLTRPOConfig
 from metabench.algos.nop import NOPConfig
+from metabench.algos.reference import ReferenceConfig
 from metabench.algos.registry import clear_spec_caches, get_algorithm
 from metabench.algos.rl2.algorithm import RL2PPOConfig
 from metabench.cli import main
@@ -19,7 +20,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
 
-CONFIGS = [RL2PPOConfig, MAMLTRPOConfig, NOPConfig, CEMConfig, CMAESConfig]
+CONFIGS = [RL2PPOConfig, MAMLTRPOConfig, NOPConfig, CEMConfig, CMAESConfig, ReferenceConfig]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
