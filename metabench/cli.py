@@ -59,7 +59,7 @@ def hyperparameter(text: str) -> tuple[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from metabench.algos.registry import load_algorithms
+    from metabench.harness.algorithms import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
 
     benchmarks = load_benchmarks()  # envs/*.toml

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from metabench.algos.registry import clear_spec_caches
 from metabench.cli import main
+from metabench.harness.algorithms import clear_spec_caches
 from metabench.harness.run import RunDirectory, RunSettings
 from metabench.harness.training import train
 

@@ -13,9 +13,9 @@ from metabench.algos.cmaes import CMAESConfig
 from metabench.algos.maml.maml import MAMLTRPOConfig
 from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
-from metabench.algos.registry import clear_spec_caches, get_algorithm
 from metabench.algos.rl2.algorithm import RL2PPOConfig
 from metabench.cli import main
+from metabench.harness.algorithms import clear_spec_caches, get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
@@ -172,7 +172,7 @@ def user_specs(tmp_path, monkeypatch):
 
 MAML_SPEC = """\
     description = "maml with a bad value"
-    entry_point = "metabench.algos.registry:MAML_TRPO"
+    entry_point = "metabench.algos.maml:MAML_TRPO"
     source = "a test"
 
     [benchmarks.PointGoal]

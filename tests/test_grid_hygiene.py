@@ -6,8 +6,8 @@ import os
 import pytest
 import torch
 
-from metabench.algos.registry import get_algorithm
 from metabench.cli import main
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.grid import plan
 from metabench.harness.run import RunSettings, build_algorithm, resolve

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from metabench.algos.registry import clear_spec_caches, get_algorithm, load_algorithms
 from metabench.cli import main
+from metabench.harness.algorithms import clear_spec_caches, get_algorithm, load_algorithms
 from metabench.harness.benchmarks import get_benchmark, load_benchmarks
 from metabench.harness.grid import plan
 from metabench.harness.specfiles import SpecError, find_line
@@ -123,7 +123,7 @@ def test_an_env_setting_of_a_baseline_is_recorded_and_reaches_both_envs(user_spe
     user_specs(
         "baselines/scaled.toml",
         """        description = "zero actions on a scaled cheetah"
-        entry_point = "metabench.algos.registry:NOP"
+        entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
         source = "a test"
         [benchmarks.HalfCheetahVel]
         source = "garage's normalize"
@@ -146,7 +146,7 @@ def test_an_env_setting_the_task_env_does_not_take_is_an_error(user_specs, tmp_p
     path = user_specs(
         "baselines/bad.toml",
         """        description = "d"
-        entry_point = "metabench.algos.registry:NOP"
+        entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
         source = "a test"
         [benchmarks.PointGoal]
         source = "s"
@@ -168,7 +168,7 @@ def test_a_benchmark_and_an_algorithm_of_your_own_run_through_the_cli(user_specs
         "baselines/random.toml",
         """\
         description = "random actions"
-        entry_point = "metabench.algos.registry:NOP"
+        entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
         source = "a test"
         [benchmarks."Bandit*"]
         source = "random on bandits"
@@ -227,7 +227,7 @@ def test_a_task_argument_the_env_does_not_take_is_an_error_naming_the_valid_ones
 
 NOP_SPEC = """\
     description = "zero actions"
-    entry_point = "metabench.algos.registry:NOP"
+    entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
     source = "a test"
     [benchmarks.Bandit]
     source = "here"
@@ -246,7 +246,7 @@ NOP_SPEC = """\
         (("steps = 1", "steps = 0"), r"zero.toml:9: steps must be at least 1"),
         (("steps = 1", "stepz = 1"), r"zero.toml:9: unknown key 'stepz' in \[profiles.quick\]"),
         (("source = \"here\"\n", ""), r"\[benchmarks.Bandit\] needs source"),
-        (("NOP\"", "NOPE\""), r"entry_point 'metabench.algos.registry:NOPE' cannot be loaded"),
+        (("_IMPLEMENTATION\"", "E\""), r"entry_point 'metabench.algos.nop:NOPE' cannot be loaded"),
     ],
 )  # fmt: skip
 def test_a_bad_baseline_file_names_file_line_and_fix(user_specs, change, message):
@@ -303,7 +303,7 @@ def test_a_built_wheel_carries_the_specs(tmp_path):
     probe = (
         "import metabench, json\n"
         "from metabench.harness.specfiles import spec_dirs\n"
-        "from metabench.algos.registry import load_algorithms\n"
+        "from metabench.harness.algorithms import load_algorithms\n"
         "from metabench.harness.benchmarks import get_benchmark\n"
         "print(json.dumps([metabench.__file__, str(spec_dirs('envs')[0]), "
         "sorted(load_algorithms()), get_benchmark('HalfCheetahVel').env_kwargs]))\n"
@@ -336,3 +336,41 @@ def test_list_shows_every_benchmark_and_algorithm_with_its_description(user_spec
     for name in load_algorithms():
         assert f"│ {name} " in out
     assert "quick 400,000, paper 80,000,000" in out  # maml-trpo's profiles
+
+
+def test_an_entry_point_in_the_old_registry_still_loads_with_a_warning_naming_the_new_one(
+    user_specs,
+):
+    """``metabench.algos.registry:<name>`` (the README's spelling before the split) loads the same
+    implementation for one more release, and says what to write instead."""
+    from metabench.algos.nop import NOP_IMPLEMENTATION
+    from metabench.harness.algorithms import load_implementation
+
+    path = user_specs(
+        "baselines/zero.toml", NOP_SPEC.replace("nop:NOP_IMPLEMENTATION", "registry:NOP")
+    )
+    load_implementation.cache_clear()
+    new = "write entry_point = 'metabench.algos.nop:NOP_IMPLEMENTATION'"
+    with pytest.warns(FutureWarning, match=f"{path}: entry_point .* is deprecated.*{new}"):
+        implementation = get_algorithm("zero").implementation
+    assert implementation is NOP_IMPLEMENTATION
+    assert get_algorithm("zero").hyperparameters(get_benchmark("Bandit"), {}) == {"action": "zero"}
+
+
+def test_every_old_name_of_the_registry_module_is_where_it_moved():
+    from metabench.algos import registry
+    from metabench.harness import algorithms
+
+    for name in registry.MOVED:
+        with pytest.warns(FutureWarning, match=f"registry.{name} is deprecated"):
+            assert getattr(registry, name) is registry.moved(name)
+    with pytest.warns(FutureWarning):
+        assert registry.get_algorithm is algorithms.get_algorithm
+    with pytest.raises(AttributeError):
+        registry.NOPE  # noqa: B018
+
+
+def test_every_shipped_baseline_names_an_implementation_in_its_algorithm_module():
+    for name, entry in load_algorithms().items():
+        assert not entry.entry_point.startswith("metabench.algos.registry:"), name
+        assert entry.implementation.config_class() is not None

@@ -86,7 +86,7 @@ def grid_table(summaries: Sequence[Summary], title: str) -> Table:
 
 def specs_tables() -> tuple[Table, ...]:
     """What ``envs/`` and ``baselines/`` hold: one row per benchmark, one per algorithm."""
-    from metabench.algos.registry import load_algorithms
+    from metabench.harness.algorithms import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
 
     benchmarks = Table(title="benchmarks (envs/*.toml): --benchmark / --envs")
@@ -114,7 +114,7 @@ def specs_tables() -> tuple[Table, ...]:
 def hyperparameters_table() -> Table:
     """Every hyperparameter of every algorithm, from its config dataclass: type and range,
     default (before the baseline file's per-benchmark settings), documentation."""
-    from metabench.algos.registry import load_algorithms
+    from metabench.harness.algorithms import load_algorithms
     from metabench.validation import config_fields
 
     table = Table(

@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.algos.registry import get_algorithm
 from metabench.evaluation import MetaEvaluator, task_to_json
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.resultfile import CorruptResultError, read_result

@@ -3,6 +3,7 @@ linear feature baseline and a TRPO outer loop (:mod:`metabench.algos.trpo`)."""
 
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.maml import (
+    MAML_TRPO,
     MAMLTRPO,
     MAMLIterationStats,
     MAMLTRPOConfig,
@@ -26,6 +27,7 @@ from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
 
 __all__ = [
     "MAMLTRPO",
+    "MAML_TRPO",
     "BatchedGaussianActor",
     "GaussianMLPPolicy",
     "GaussianPolicy",

@@ -35,6 +35,7 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.policy import (
     BatchedGaussianActor,
@@ -49,7 +50,7 @@ from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
 from metabench.algos.trpo import TRPOStep, flat_grad, flatten, hessian_vector_product, trpo_step
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
-from metabench.validation import check_config, check_count, option
+from metabench.validation import check_config, check_count, config_dict, option
 
 __all__ = [
     "MAMLTRPO",
@@ -673,3 +674,54 @@ class MAMLTRPO(MetaRLAlgorithm):
 def _mean_return(batches: Sequence[EpisodeBatch]) -> float:
     """Mean undiscounted episode return over all episodes of all batches."""
     return float(np.mean(np.concatenate([batch.episode_returns() for batch in batches])))
+
+
+# -- the entry point of baselines/maml-trpo.toml ---------------------------------------------------
+def _maml_defaults(spec: Benchmark) -> dict[str, Any]:
+    return config_dict(MAMLTRPOConfig())
+
+
+def _build_maml(
+    spec: Benchmark,
+    seed: int,
+    hyperparameters: dict[str, Any],
+    log_dir: str | None,
+    cpus: int | None = None,
+) -> MetaRLAlgorithm:
+    config = MAMLTRPOConfig(**hyperparameters)
+    env_kwargs = spec.train_env_kwargs(seed)
+    num_envs = config.meta_batch_size * config.episodes_per_task
+    vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
+    if spec.metaworld is not None:
+        # Meta-World: the sub-envs sharded across worker processes, one per core (at most
+        # `cpus`), each stepping its shard in a loop (the same results as in-process)
+        from metabench.vector.sharded import make_sharded_task_env
+
+        vec_env = make_sharded_task_env(spec.env_id, num_envs, n_workers=cpus, **env_kwargs)
+    elif gym.spec(spec.env_id).vector_entry_point is not None:
+        # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
+        # Python env per episode; the sampler talks to both through the same API
+        # (stepped on at most `cpus` processes, the calling one included: same results)
+        kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"nthread": cpus})}
+        vec_env = gym.make_vec(
+            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+        )
+    try:
+        return MAMLTRPO(
+            spec.env_id,
+            spec.train_sampler(seed),
+            config,
+            seed=seed,
+            env_kwargs=env_kwargs,
+            vec_env=vec_env,
+        )
+    except BaseException:
+        if vec_env is not None:  # do not leak its worker processes
+            vec_env.close()
+        raise
+
+
+MAML_TRPO = Implementation(
+    _maml_defaults, _build_maml, config="metabench.algos.maml.maml:MAMLTRPOConfig"
+)
+"""MAML-TRPO on a benchmark: ``entry_point = "metabench.algos.maml:MAML_TRPO"``."""
