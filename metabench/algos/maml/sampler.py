@@ -11,6 +11,11 @@ task per sub-env, applied at the next reset): :func:`make_maml_vec_env` builds t
 from :func:`metabench.vector.make_meta_vec_env`, and a faster batched env (e.g. a HalfCheetah
 ``VectorEnv`` that steps all models in one call) can be passed to
 :class:`VectorEpisodeSampler` instead, unchanged.
+
+Each time step is recorded for all sub-envs at once (one array per step), not with a
+:class:`~metabench.data.EpisodeRecorder` per sub-env as the evaluator records its single env:
+for a meta-batch of hundreds of sub-envs that would cost 17 times as much recording
+(``scripts/bench_episode_recording.py``).
 """
 
 from __future__ import annotations
