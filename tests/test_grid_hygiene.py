@@ -22,7 +22,7 @@ def test_duplicate_benchmarks_algorithms_and_seeds_are_one_cell(tmp_path):
 
 
 def test_bench_with_a_seed_twice_runs_it_once(tmp_path, capsys):
-    args = ["bench", "--envs", "Bandit", "--baselines", "nop", "--seeds", "0", "0"]
+    args = ["bench", "--benchmarks", "Bandit", "--algorithms", "nop", "--seeds", "0", "0"]
     assert main([*args, "--results", str(tmp_path), "--workers", "2"]) == 0
     assert "1 cells ran, 0 failed" in capsys.readouterr().out
 
@@ -98,7 +98,7 @@ def test_a_search_that_could_never_update_is_refused_at_resolve_time(tmp_path, a
 
 
 def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
-    args = ["train", "--benchmark", "HalfCheetahVel", "--algo", "cem", "--set", "n_samples=11"]
+    args = ["train", "--benchmark", "HalfCheetahVel", "--algorithm", "cem", "--set", "n_samples=11"]
     assert main([*args, "--out", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "set n_samples to at most 10 (--set n_samples=10)" in err[0]

@@ -156,7 +156,7 @@ def test_an_env_setting_the_task_env_does_not_take_is_an_error(user_specs, tmp_p
         steps = 1
         """,
     )
-    args = ["train", "--benchmark", "PointGoal", "--algo", "bad", "--out", str(tmp_path / "r")]
+    args = ["train", "--benchmark", "PointGoal", "--algorithm", "bad", "--out", str(tmp_path / "r")]
     with pytest.raises(SpecError, match=f"{path}.*env.action_scale is not an argument of"):
         get_algorithm("bad").env_kwargs(get_benchmark("PointGoal"))
     assert main(args) != 0
@@ -179,7 +179,7 @@ def test_a_benchmark_and_an_algorithm_of_your_own_run_through_the_cli(user_specs
         """,
     )
     out = tmp_path / "run"
-    args = ["train", "--benchmark", "Bandit5", "--algo", "random", "--steps", "1", "--out"]
+    args = ["train", "--benchmark", "Bandit5", "--algorithm", "random", "--steps", "1", "--out"]
     assert main([*args, str(out)]) == 0
     result = json.loads((out / "result.json").read_text())
     config = result["config"]

@@ -39,7 +39,7 @@ class Cell:
     def command(self) -> list[str]:
         command = [
             sys.executable, "-m", "metabench.cli", "train",
-            "--benchmark", self.benchmark, "--algo", self.algorithm,
+            "--benchmark", self.benchmark, "--algorithm", self.algorithm,
             "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
             "--cpus", str(self.cpus),
         ]  # fmt: skip

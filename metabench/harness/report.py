@@ -89,7 +89,7 @@ def specs_tables() -> tuple[Table, ...]:
     from metabench.harness.algorithms import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
 
-    benchmarks = Table(title="benchmarks (envs/*.toml): --benchmark / --envs")
+    benchmarks = Table(title="benchmarks (envs/*.toml): --benchmark / --benchmarks")
     for column in ("name", "env id", "eps/trial", "meta-test episodes", "test tasks"):
         benchmarks.add_column(column, no_wrap=True)
     benchmarks.add_column("about")
@@ -99,7 +99,7 @@ def specs_tables() -> tuple[Table, ...]:
             name, spec.env_id, str(spec.episodes_per_trial), protocol, str(spec.n_test_tasks),
             spec.description,
         )  # fmt: skip
-    algorithms = Table(title="algorithms (baselines/*.toml): --algo / --baselines")
+    algorithms = Table(title="algorithms (baselines/*.toml): --algorithm / --algorithms")
     for column in ("name", "cpus", "budget per profile (env steps; may vary per benchmark)"):
         algorithms.add_column(column, no_wrap=True)
     algorithms.add_column("about")
