@@ -101,7 +101,7 @@ def test_periodic_evaluations_are_written(tmp_path):
 def test_evaluate_reads_the_checkpoint(tmp_path):
     out = tmp_path / "r"
     train(settings(out))
-    result = evaluate(out, n_test_tasks=4, n_exploration_eps=2, n_test_episodes=1)
+    result = evaluate(out, n_test_tasks=4, exploration_episodes=2, test_episodes=1)
     assert result.n_tasks == 4 and len(result.return_per_episode) == 3
     assert len(list((out / "evaluations").glob("evaluate-*.json"))) == 1
 

@@ -71,7 +71,7 @@ def test_every_shipped_file_is_one_benchmark_or_algorithm():
 def test_the_shipped_specs_say_what_the_published_settings_are():
     vel = get_benchmark("HalfCheetahVel")
     assert vel.env_kwargs == {"velocity_range": [0.0, 2.0], "horizon": 100}
-    assert (vel.episodes_per_trial, vel.n_exploration_eps, vel.n_test_episodes) == (4, 10, 3)
+    assert (vel.episodes_per_trial, vel.exploration_episodes, vel.test_episodes) == (4, 10, 3)
     push = get_benchmark("ML1-push")
     assert push.metaworld == "ML1" and push.env_kwargs["split"] == "train"
     assert push.test_env_kwargs == {"env_name": "push-v3", "horizon": 500, "split": "test"}
@@ -99,7 +99,7 @@ def test_every_algorithm_resolves_on_every_benchmark_and_profile(algorithm):
         spec = get_benchmark(name)
         for profile in ("quick", "paper", "reduced"):
             settings = entry.profile(profile, name)
-            if algorithm in ("cem", "cmaes") and spec.n_exploration_eps < 2:
+            if algorithm in ("cem", "cmaes") and spec.exploration_episodes < 2:
                 # a generation needs two exploration episodes: refused, naming the fix
                 with pytest.raises(ValueError, match="the search would never update"):
                     entry.hyperparameters(spec, settings.overrides)

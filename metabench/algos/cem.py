@@ -114,7 +114,7 @@ class CEM(PolicySearch):
         stream from it. ``None`` draws fresh entropy.
 
     The policy is ``a = clip(W @ obs + b)`` (:class:`~metabench.algos.policy_search.LinearPolicy`);
-    the adapted policy uses the final mean. Use it with ``n_exploration_eps`` a multiple of
+    the adapted policy uses the final mean. Use it with ``exploration_episodes`` a multiple of
     ``n_samples``.
 
     Example::

@@ -88,8 +88,8 @@ class CMAES(PolicySearch):
         stream from it. ``None`` draws fresh entropy.
 
     The policy is ``a = clip(W @ obs + b)`` (:class:`~metabench.algos.policy_search.LinearPolicy`);
-    the adapted policy uses the best candidate found. Use it with ``n_exploration_eps`` a multiple
-    of :attr:`n_samples`.
+    the adapted policy uses the best candidate found. Use it with ``exploration_episodes`` a
+    multiple of :attr:`n_samples`.
     """
 
     def __init__(

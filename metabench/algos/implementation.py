@@ -37,7 +37,7 @@ class Benchmark(Protocol):
     def episodes_per_trial(self) -> int: ...
 
     @property
-    def n_exploration_eps(self) -> int:
+    def exploration_episodes(self) -> int:
         """Meta-test episodes before ``adapt_policy``."""
         ...
 

@@ -21,10 +21,10 @@ How the search sees rewards
     the result.
 
 Budget
-    With ``n_exploration_eps`` exploration episodes and a population of ``n_samples``, the search
-    runs ``n_exploration_eps // n_samples`` generations. Episodes of an unfinished last generation
-    are played but not learned from (a warning says so): choose ``n_exploration_eps`` a multiple
-    of ``n_samples``.
+    With ``exploration_episodes`` exploration episodes and a population of ``n_samples``, the
+    search runs ``exploration_episodes // n_samples`` generations. Episodes of an unfinished last
+    generation are played but not learned from (a warning says so): choose
+    ``exploration_episodes`` a multiple of ``n_samples``.
 """
 
 from __future__ import annotations
@@ -338,7 +338,7 @@ class PolicySearch(MetaRLAlgorithm):
 def search_population(spec: Benchmark) -> int:
     """Candidates per generation that fit the benchmark's exploration episodes: all of them in
     one generation when there are few, else two generations."""
-    episodes = spec.n_exploration_eps
+    episodes = spec.exploration_episodes
     return max(2, episodes if episodes < 4 else episodes // 2)
 
 
@@ -347,7 +347,7 @@ def check_generation(name: str) -> Callable[[Benchmark, dict[str, Any]], None]:
     episodes: with fewer, the search never updates and scores exactly as NOP does."""
 
     def check(spec: Benchmark, values: dict[str, Any]) -> None:
-        n_samples, episodes = values.get("n_samples"), spec.n_exploration_eps
+        n_samples, episodes = values.get("n_samples"), spec.exploration_episodes
         if n_samples is not None and n_samples > episodes:
             fix = (
                 f"set n_samples to at most {episodes} (--set n_samples={episodes})"

@@ -94,7 +94,7 @@ def specs_tables() -> tuple[Table, ...]:
         benchmarks.add_column(column, no_wrap=True)
     benchmarks.add_column("about")
     for name, spec in sorted(load_benchmarks().items()):
-        protocol = f"{spec.n_exploration_eps} explore + {spec.n_test_episodes} test"
+        protocol = f"{spec.exploration_episodes} explore + {spec.test_episodes} test"
         benchmarks.add_row(
             name, spec.env_id, str(spec.episodes_per_trial), protocol, str(spec.n_test_tasks),
             spec.description,
