@@ -1,5 +1,5 @@
 """MAML's episode collection: whole vector steps recorded at once (what
-:class:`~metabench.algos.maml.sampler.VectorEpisodeSampler` does) against one
+:class:`~metabench.algos.maml.collector.VectorEpisodeCollector` does) against one
 :class:`~metabench.data.EpisodeRecorder` per sub-env (what the evaluator and the Meta-World
 adapter use), side by side.
 
@@ -25,7 +25,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from metabench.algos.maml.sampler import Actor, VectorEpisodeSampler
+from metabench.algos.maml.collector import Actor, VectorEpisodeCollector
 from metabench.data import EpisodeBatch, EpisodeRecorder
 from metabench.tasks.base import Task
 
@@ -63,11 +63,11 @@ class ReplayVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         )
 
 
-class RecorderEpisodeSampler(VectorEpisodeSampler):
+class RecorderEpisodeCollector(VectorEpisodeCollector):
     """The same collection with one :class:`EpisodeRecorder` per sub-env (NEXT_STEP autoreset
     only: enough for the comparison)."""
 
-    def sample(
+    def collect(
         self, tasks: Sequence[Task], actor: Actor, seed: int | None = None
     ) -> list[EpisodeBatch]:
         num_envs = self.vec_env.num_envs
@@ -118,26 +118,26 @@ def same_batches(a: list[EpisodeBatch], b: list[EpisodeBatch]) -> bool:
 
 
 def measure(vec_env: Any, episodes_per_task: int, rounds: int) -> dict[str, float]:
-    """Best seconds per ``sample`` call of each sampler on ``vec_env``."""
+    """Best seconds per ``collect`` call of each collector on ``vec_env``."""
     act_dim = vec_env.single_action_space.shape[0]
     zeros = np.zeros((vec_env.num_envs, act_dim))
 
     def actor(observations: np.ndarray) -> np.ndarray:
         return zeros
 
-    samplers = {
-        "vector steps (VectorEpisodeSampler)": VectorEpisodeSampler(vec_env, episodes_per_task),
-        "per-env EpisodeRecorder": RecorderEpisodeSampler(vec_env, episodes_per_task),
+    collectors = {
+        "vector steps (VectorEpisodeCollector)": VectorEpisodeCollector(vec_env, episodes_per_task),
+        "per-env EpisodeRecorder": RecorderEpisodeCollector(vec_env, episodes_per_task),
     }
     n_tasks = vec_env.num_envs // episodes_per_task
     tasks: list[Task] = [{"velocity": 0.1 * k} for k in range(n_tasks)]
-    first = [sampler.sample(tasks, actor, seed=0) for sampler in samplers.values()]
-    assert same_batches(*first), "the two samplers collected different batches"
-    best = dict.fromkeys(samplers, float("inf"))
+    first = [collector.collect(tasks, actor, seed=0) for collector in collectors.values()]
+    assert same_batches(*first), "the two collectors returned different batches"
+    best = dict.fromkeys(collectors, float("inf"))
     for _ in range(rounds):
-        for name, sampler in samplers.items():
+        for name, collector in collectors.items():
             start = time.perf_counter()
-            sampler.sample(tasks, actor, seed=0)
+            collector.collect(tasks, actor, seed=0)
             best[name] = min(best[name], time.perf_counter() - start)
     return best
 

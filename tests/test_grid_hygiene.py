@@ -47,7 +47,7 @@ def test_cpus_is_recorded_and_bounds_torch_threads(tmp_path, monkeypatch):
 
 
 @pytest.mark.mujoco
-def test_cpus_bounds_the_maml_sampler_workers_on_a_64_core_machine(tmp_path, monkeypatch):
+def test_cpus_bounds_the_maml_collector_workers_on_a_64_core_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     spec = get_benchmark("HalfCheetahVel")
     entry = get_algorithm("maml-trpo")
@@ -55,7 +55,7 @@ def test_cpus_bounds_the_maml_sampler_workers_on_a_64_core_machine(tmp_path, mon
     hyperparameters = entry.hyperparameters(spec, small)
     algo = entry.build(spec, 0, hyperparameters, None, cpus=2)
     try:
-        vec_env = algo.sampler.vec_env.unwrapped  # type: ignore[attr-defined]
+        vec_env = algo.collector.vec_env.unwrapped  # type: ignore[attr-defined]
         assert vec_env.nthread == 2
         assert len(vec_env._rows._processes) == 1  # the calling process steps rows too
     finally:
@@ -83,7 +83,7 @@ def test_cpus_bounds_the_sharded_metaworld_workers_on_a_64_core_machine(monkeypa
     algo = entry.build(spec, 0, entry.hyperparameters(spec, small), None, cpus=2)
     try:
         assert made == [2]
-        assert len(algo.sampler.vec_env.unwrapped.processes) == 2  # type: ignore[attr-defined]
+        assert len(algo.collector.vec_env.unwrapped.processes) == 2  # type: ignore[attr-defined]
     finally:
         algo.close()  # type: ignore[attr-defined]
 

@@ -30,7 +30,7 @@ class Cell:
     overrides: tuple[tuple[str, Any], ...]
     out: Path
     cpus: int = 1
-    """CPU cores the run uses (its own process plus any sampler workers)."""
+    """CPU cores the run uses (its own process plus any worker processes that step its envs)."""
 
     @property
     def label(self) -> str:

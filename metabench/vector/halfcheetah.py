@@ -1,9 +1,9 @@
 """HalfCheetahVel/Dir as one Gymnasium ``VectorEnv``: ``num_envs`` cheetahs stepped together.
 
-A MAML sampler steps hundreds of cheetahs (40 tasks x 20 episodes) with one batched policy call
-per step; stepping them one Python ``Env`` at a time costs more than the physics. This env keeps
-every cheetah's state in one array and advances them all on every core, computing observations
-and rewards with array operations. Per sub-env it behaves like
+MAML's episode collector steps hundreds of cheetahs (40 tasks x 20 episodes) with one batched
+policy call per step; stepping them one Python ``Env`` at a time costs more than the physics.
+This env keeps every cheetah's state in one array and advances them all on every core, computing
+observations and rewards with array operations. Per sub-env it behaves like
 :class:`~metabench.tasks.halfcheetah.HalfCheetahVelEnv` /
 :class:`~metabench.tasks.halfcheetah.HalfCheetahDirEnv`: same model, actions cast to the action
 space's float32, frame skip, garage's 20-float observation (with the torso position MuJoCo
