@@ -79,7 +79,10 @@ from metabench.tasks.halfcheetah import (
 from metabench.validation import check_count
 from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
 
-Backend = Literal["exact", "rollout"]
+PhysicsBackend = Literal["exact", "rollout"]
+"""How :class:`HalfCheetahVectorEnv` steps the physics (see the module doc)."""
+Backend = PhysicsBackend
+"""The old name of :data:`PhysicsBackend` (goes in the next release)."""
 
 _S = mujoco.mjtState
 _STATE_SPEC = (
@@ -274,7 +277,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         num_envs: int,
         *,
         nthread: int | None = None,
-        backend: Backend = "exact",
+        backend: PhysicsBackend = "exact",
     ) -> None:
         check_count("num_envs", num_envs)
         if nthread is None:
@@ -287,7 +290,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         self._template = task_env
         self.num_envs = int(num_envs)
         self.nthread = nthread
-        self.backend: Backend = backend
+        self.backend: PhysicsBackend = backend
         self.horizon: int = task_env.horizon
         self.single_observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
         self.single_action_space = task_env.action_space
@@ -618,7 +621,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
         action_scale: float | None = None,
         *,
         nthread: int | None = None,
-        backend: Backend = "exact",
+        backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
             HalfCheetahVelEnv(
@@ -645,7 +648,7 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         action_scale: float | None = None,
         *,
         nthread: int | None = None,
-        backend: Backend = "exact",
+        backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
             HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale),
@@ -655,4 +658,9 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         )
 
 
-__all__ = ["HalfCheetahDirVectorEnv", "HalfCheetahVectorEnv", "HalfCheetahVelVectorEnv"]
+__all__ = [
+    "HalfCheetahDirVectorEnv",
+    "HalfCheetahVectorEnv",
+    "HalfCheetahVelVectorEnv",
+    "PhysicsBackend",
+]
