@@ -352,6 +352,7 @@ def test_garage_protocol_and_defaults():
         ({"make_task_env": PointGoalEnv()}, "make_task_env"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:n_.* is now called:DeprecationWarning")  # the old names
 def test_bad_input(kwargs: dict[str, Any], match: str):
     arguments: dict[str, Any] = {"make_task_env": make_env, "test_tasks": [NEAR], **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -386,8 +387,12 @@ def test_task_result_properties():
 def test_the_old_keyword_names_of_the_protocol_still_work_with_a_warning():
     """``n_exploration_eps``/``n_test_episodes`` are the old names of ``exploration_episodes``/
     ``test_episodes`` (the names of ``[evaluation]`` in ``envs/*.toml``), kept for one release."""
-    with pytest.warns(DeprecationWarning, match="n_exploration_eps is now called exploration"):
+    with pytest.warns(DeprecationWarning) as caught:
         old = MetaEvaluator(make_env, [NEAR], n_exploration_eps=3, n_test_episodes=2)
+    assert [str(warning.message).split(";")[0] for warning in caught] == [
+        "n_exploration_eps is now called exploration_episodes",
+        "n_test_episodes is now called test_episodes",
+    ]
     new = MetaEvaluator(make_env, [NEAR], exploration_episodes=3, test_episodes=2)
     assert (old.exploration_episodes, old.test_episodes) == (3, 2)
     assert (new.n_exploration_eps, new.n_test_episodes) == (3, 2)
