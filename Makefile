@@ -23,7 +23,7 @@ install: $(STAMP)
 # MAML-TRPO as published (reduced budget) beside the floors it must beat, multitask and NOP.
 # Run it again to finish an interrupted grid; runs land in runs/grid.
 run: $(STAMP)
-	$(BIN)/metabench bench --envs HalfCheetahVel --baselines maml-trpo multitask nop \
+	$(BIN)/metabench bench --benchmarks HalfCheetahVel --algorithms maml-trpo multitask nop \
 		--seeds 0 1 --profile quick --results runs/grid
 
 demo: $(STAMP)

@@ -58,8 +58,49 @@ def hyperparameter(text: str) -> tuple[str, Any]:
         return key, raw
 
 
+class RenamedOption(argparse.Action):
+    """An old spelling of an option, kept for one release: stores into the new option's ``dest``
+    and warns (one line on stderr) with the new spelling."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        self.new = kwargs.pop("new")
+        super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        print_warning(
+            f"{option_string} is now {self.new}; the old spelling goes in the next release"
+        )
+        setattr(namespace, self.dest, values)
+
+
+def add_renamed(
+    parser: argparse.ArgumentParser,
+    new: str,
+    old: str,
+    *,
+    required: bool = False,
+    help: str,
+    **kwargs: Any,
+) -> None:
+    """Add option ``new``, and its old spelling ``old`` hidden from ``--help``; giving both is
+    an error."""
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument(new, help=help, **kwargs)
+    kwargs.pop("default", None)
+    dest = new.removeprefix("--").replace("-", "_")
+    group.add_argument(
+        old, dest=dest, action=RenamedOption, new=new, help=argparse.SUPPRESS, **kwargs
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from metabench.algos.registry import load_algorithms
+    from metabench.harness.algorithms import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
 
     benchmarks = load_benchmarks()  # envs/*.toml
@@ -103,13 +144,11 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--benchmark", required=True, choices=sorted(benchmarks), help="the benchmark"
     )
-    train.add_argument(
-        "--algo",
-        required=True,
-        choices=sorted(algorithms),
-        help="the algorithm: "
+    add_renamed(
+        train, "--algorithm", "--algo", required=True, choices=sorted(algorithms),
+        help="the algorithm (old spelling: --algo): "
         + "; ".join(f"{name}: {entry.description}" for name, entry in algorithms.items()),
-    )
+    )  # fmt: skip
     train.add_argument(
         "--seed", type=non_negative_int, default=0, help="seed of training and test tasks"
     )
@@ -123,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out",
         type=Path,
         default=None,
-        help="run directory (default: runs/<benchmark>-<algo>-seed<seed>)",
+        help="run directory (default: runs/<benchmark>-<algorithm>-seed<seed>)",
     )
     train.add_argument(
         "--eval-every",
@@ -179,14 +218,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    bench.add_argument(
-        "--envs", nargs="+", default=["HalfCheetahVel"], choices=sorted(benchmarks),
-        metavar="BENCHMARK", help=f"benchmarks, from: {', '.join(sorted(benchmarks))}",
+    add_renamed(
+        bench, "--benchmarks", "--envs", nargs="+", default=["HalfCheetahVel"],
+        choices=sorted(benchmarks), metavar="BENCHMARK",
+        help=f"benchmarks (old spelling: --envs), from: {', '.join(sorted(benchmarks))}",
     )  # fmt: skip
-    bench.add_argument(
-        "--baselines", nargs="+", default=["rl2-ppo", "maml-trpo", "cem", "nop"],
-        choices=sorted(algorithms), metavar="ALGO",
-        help=f"algorithms, from: {', '.join(sorted(algorithms))}",
+    add_renamed(
+        bench, "--algorithms", "--baselines", nargs="+",
+        default=["rl2-ppo", "maml-trpo", "cem", "nop"], choices=sorted(algorithms),
+        metavar="ALGORITHM",
+        help=f"algorithms (old spelling: --baselines), from: {', '.join(sorted(algorithms))}",
     )  # fmt: skip
     bench.add_argument(
         "--seeds", nargs="+", type=non_negative_int, default=[0],
@@ -302,11 +343,11 @@ def _run(args: argparse.Namespace) -> None:
         from metabench.harness.run import RunSettings
         from metabench.harness.training import train
 
-        out = args.out or Path("runs") / f"{args.benchmark}-{args.algo}-seed{args.seed}"
+        out = args.out or Path("runs") / f"{args.benchmark}-{args.algorithm}-seed{args.seed}"
         train(
             RunSettings(
                 benchmark=args.benchmark,
-                algorithm=args.algo,
+                algorithm=args.algorithm,
                 seed=args.seed,
                 env_steps=args.steps,
                 out=out,
@@ -324,7 +365,7 @@ def _run(args: argparse.Namespace) -> None:
         from metabench.harness.run import RunError, make_writable_folder
 
         console = make_console()
-        cells = plan(args.envs, args.baselines, args.seeds, args.profile, args.results)
+        cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, args.results)
         make_writable_folder(args.results, "--results")
         if args.address != "auto" and args.executor != "ray":
             raise RunError("--address is for the ray executor: add --executor ray")

@@ -2,13 +2,13 @@
 
 :class:`MetaEvaluator` runs the meta-test protocol on a fixed list of test tasks and talks only to
 the :class:`~metabench.algos.base.MetaRLAlgorithm` interface. For each test task it runs one
-:class:`~metabench.wrappers.Trial` of ``n_exploration_eps + n_test_episodes`` episodes, seen
+:class:`~metabench.wrappers.Trial` of ``exploration_episodes + test_episodes`` episodes, seen
 through the algorithm's :meth:`~metabench.algos.base.MetaRLAlgorithm.wrap_env`:
 
-1. ``policy = algo.get_exploration_policy()`` acts for ``n_exploration_eps`` episodes;
+1. ``policy = algo.get_exploration_policy()`` acts for ``exploration_episodes`` episodes;
 2. ``adapted = algo.adapt_policy(policy, episodes)`` with those episodes as an
    :class:`~metabench.data.EpisodeBatch`;
-3. ``adapted`` acts for ``n_test_episodes`` more episodes *of the same trial* (the trial is not
+3. ``adapted`` acts for ``test_episodes`` more episodes *of the same trial* (the trial is not
    reset in between, so RL2's recurrent state and its ``done`` flag carry over; a MAML-style
    adapted policy simply acts).
 
@@ -38,6 +38,7 @@ import numpy as np
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.data import EpisodeBatch, EpisodeRecorder
 from metabench.tasks.base import Task
+from metabench.validation import renamed_keyword
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
 
 __all__ = [
@@ -50,9 +51,9 @@ __all__ = [
     "task_to_json",
 ]
 
-METAWORLD_PROTOCOL = {"n_exploration_eps": 10, "n_test_episodes": 3}
+METAWORLD_PROTOCOL = {"exploration_episodes": 10, "test_episodes": 3}
 """Meta-World's meta-test: 10 adaptation episodes, then 3 evaluation episodes per test task."""
-GARAGE_PROTOCOL = {"n_exploration_eps": 10, "n_test_episodes": 1}
+GARAGE_PROTOCOL = {"exploration_episodes": 10, "test_episodes": 1}
 """garage's ``MetaEvaluator`` defaults: 10 exploration episodes, then 1 test episode."""
 
 RESULT_FORMAT = "metabench.MetaTestResult"
@@ -362,10 +363,15 @@ class MetaEvaluator:
         :meth:`evaluate`, and the env is reused for every task and every later call.
     :param test_tasks: the held-out tasks, each evaluated once, in order. Record them with the
         result (the result does): re-sampled tasks make numbers incomparable.
-    :param n_exploration_eps: episodes with the exploration policy before adaptation.
-    :param n_test_episodes: episodes with the adapted policy after adaptation.
+    :param exploration_episodes: episodes with the exploration policy before adaptation
+        (default: Meta-World's 10).
+    :param test_episodes: episodes with the adapted policy after adaptation (default:
+        Meta-World's 3).
     :param seed: the env of task ``i`` is reset with a seed derived from ``(seed, i)``, so a
         result is reproducible and does not depend on which tasks come before.
+    :param n_exploration_eps: the old name of ``exploration_episodes`` (goes in the next
+        release).
+    :param n_test_episodes: the old name of ``test_episodes`` (goes in the next release).
 
     Example::
 
@@ -381,23 +387,37 @@ class MetaEvaluator:
         self,
         make_task_env: Callable[[], gym.Env[Any, Any]],
         test_tasks: Sequence[Task],
-        n_exploration_eps: int = METAWORLD_PROTOCOL["n_exploration_eps"],
-        n_test_episodes: int = METAWORLD_PROTOCOL["n_test_episodes"],
+        exploration_episodes: int | None = None,
+        test_episodes: int | None = None,
         seed: int = 0,
+        *,
+        n_exploration_eps: int | None = None,
+        n_test_episodes: int | None = None,
     ) -> None:
         if not callable(make_task_env):
             raise ValueError(
                 f"make_task_env must be a function returning a task env (e.g. "
                 f"lambda: PointGoalEnv()), got {type(make_task_env).__name__}"
             )
-        self.n_exploration_eps = _check_count(
-            "n_exploration_eps",
-            n_exploration_eps,
+        # an error names the keyword the caller used
+        explore_name = "exploration_episodes" if n_exploration_eps is None else "n_exploration_eps"
+        test_name = "test_episodes" if n_test_episodes is None else "n_test_episodes"
+        exploration_episodes = renamed_keyword(
+            "exploration_episodes", exploration_episodes, "n_exploration_eps", n_exploration_eps
+        )
+        test_episodes = renamed_keyword(
+            "test_episodes", test_episodes, "n_test_episodes", n_test_episodes
+        )
+        self.exploration_episodes = _check_count(
+            explore_name,
+            METAWORLD_PROTOCOL["exploration_episodes"]
+            if exploration_episodes is None
+            else exploration_episodes,
             "adaptation needs at least one exploration episode (Meta-World and garage use 10)",
         )
-        self.n_test_episodes = _check_count(
-            "n_test_episodes",
-            n_test_episodes,
+        self.test_episodes = _check_count(
+            test_name,
+            METAWORLD_PROTOCOL["test_episodes"] if test_episodes is None else test_episodes,
             "at least one episode with the adapted policy is needed (Meta-World uses 3, garage 1)",
         )
         if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -429,8 +449,18 @@ class MetaEvaluator:
         return cls(make_task_env, test_tasks, seed=seed, **GARAGE_PROTOCOL)
 
     @property
+    def n_exploration_eps(self) -> int:
+        """Deprecated name of :attr:`exploration_episodes` (goes in the next release)."""
+        return self.exploration_episodes
+
+    @property
+    def n_test_episodes(self) -> int:
+        """Deprecated name of :attr:`test_episodes` (goes in the next release)."""
+        return self.test_episodes
+
+    @property
     def episodes_per_trial(self) -> int:
-        return self.n_exploration_eps + self.n_test_episodes
+        return self.exploration_episodes + self.test_episodes
 
     @property
     def task_env(self) -> gym.Env[Any, Any]:
@@ -472,8 +502,8 @@ class MetaEvaluator:
         return MetaTestResult(
             algorithm=type(algo).__name__,
             env=spec.id if spec is not None else type(task_env.unwrapped).__name__,
-            n_exploration_eps=self.n_exploration_eps,
-            n_test_episodes=self.n_test_episodes,
+            n_exploration_eps=self.exploration_episodes,
+            n_test_episodes=self.test_episodes,
             seed=self.seed,
             tasks=results,
         )
@@ -493,7 +523,7 @@ class MetaEvaluator:
         policy: Policy = exploration_policy
         episodes: list[EpisodeRecorder] = []
         for number in range(self.episodes_per_trial):
-            if number == self.n_exploration_eps:
+            if number == self.exploration_episodes:
                 batch = self._exploration_batch(episodes)
                 policy = algo.adapt_policy(exploration_policy, batch)
             policy.reset()
@@ -529,7 +559,7 @@ class MetaEvaluator:
         return TaskResult(
             task_index=index,
             task=self._task_json[index],
-            n_exploration_eps=self.n_exploration_eps,
+            n_exploration_eps=self.exploration_episodes,
             episode_returns=[math.fsum(e.rewards) for e in episodes],
             episode_lengths=[len(e.rewards) for e in episodes],
             episode_successes=[bool(s) for s in successes] if reported else None,

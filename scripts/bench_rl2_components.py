@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 import metabench  # noqa: F401 - registers the ids
-from metabench.algos.registry import get_algorithm
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 
 VARIANTS: dict[str, dict[str, Any]] = {

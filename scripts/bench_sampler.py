@@ -40,7 +40,7 @@ from mujoco import rollout
 
 from metabench.harness.timing import best_times
 from metabench.tasks.halfcheetah import HalfCheetahVelEnv
-from metabench.vector.halfcheetah import Backend, HalfCheetahVelVectorEnv
+from metabench.vector.halfcheetah import HalfCheetahVelVectorEnv, PhysicsBackend
 
 FRAME_SKIP = 5
 RAW = "raw rollout, nstep=5 per step"
@@ -48,7 +48,7 @@ LONG = "raw rollout, one long call"
 SYNC = "SyncVectorEnv + policy"
 
 
-def vector_name(backend: Backend) -> str:
+def vector_name(backend: PhysicsBackend) -> str:
     return f"HalfCheetahVectorEnv[{backend}] + policy"
 
 
@@ -76,7 +76,7 @@ def make_contenders(
     num_envs: int = 800,
     horizon: int = 200,
     nthread: int | None = None,
-    backend: Backend = "exact",
+    backend: PhysicsBackend = "exact",
     sync: bool = True,
     long_rollout: bool = True,
 ) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
@@ -160,7 +160,7 @@ def measure(
     horizon: int = 200,
     rounds: int = 5,
     nthread: int | None = None,
-    backend: Backend = "exact",
+    backend: PhysicsBackend = "exact",
     sync: bool = True,
     long_rollout: bool = True,
     torch_threads: int = 1,

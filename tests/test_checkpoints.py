@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from metabench.algos.registry import get_algorithm
 from metabench.cli import main
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunError, RunSettings
 from metabench.harness.training import train

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from metabench.algos.registry import clear_spec_caches
 from metabench.cli import main
+from metabench.harness.algorithms import clear_spec_caches
 from metabench.harness.run import RunDirectory, RunSettings
 from metabench.harness.training import train
 
@@ -62,7 +62,7 @@ def test_unwritable_tensorboard_folder(tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
     (out / "tensorboard").write_text("in the way")  # as unwritable as a folder can be for root
-    args = ["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--out", str(out)]
+    args = ["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--out", str(out)]
     line = one_error_line(capsys, 1, [*args, "--steps", "192"])
     assert f"cannot write to {out / 'tensorboard'}" in line and "--out" in line
 
@@ -72,7 +72,7 @@ def test_read_only_tensorboard_folder(tmp_path, capsys):
     out = tmp_path / "run"
     (out / "tensorboard").mkdir(parents=True)
     (out / "tensorboard").chmod(0o555)
-    args = ["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--out", str(out)]
+    args = ["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--out", str(out)]
     line = one_error_line(capsys, 1, [*args, "--steps", "192"])
     assert "Permission denied" in line
 
@@ -91,7 +91,7 @@ def test_evaluate_a_config_that_is_not_a_run_configuration(tmp_path, capsys, tex
 def test_negative_seed_names_the_option(tmp_path, capsys, command):
     args = [command, "--seed", "-1"]
     if command == "train":
-        args += ["--benchmark", "Bandit", "--algo", "nop", "--out", str(tmp_path / "run")]
+        args += ["--benchmark", "Bandit", "--algorithm", "nop", "--out", str(tmp_path / "run")]
     line = one_error_line(capsys, 2, args)
     assert "argument --seed: expected a non-negative integer, got -1" in line
     assert not (tmp_path / "run").exists()
@@ -110,7 +110,7 @@ def test_bad_task_values_name_the_spec_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
     clear_spec_caches()
     try:
-        args = ["train", "--benchmark", "WidePoint", "--algo", "nop"]
+        args = ["train", "--benchmark", "WidePoint", "--algorithm", "nop"]
         line = one_error_line(capsys, 1, [*args, "--out", str(tmp_path / "run")])
     finally:
         monkeypatch.delenv("METABENCH_SPECS")
@@ -154,7 +154,7 @@ def test_ctrl_c_says_how_to_resume_and_exits_130(tmp_path):
     out = tmp_path / "run"
     command = [
         sys.executable, "-m", "metabench.cli", "train", "--benchmark", "Bandit",
-        "--algo", "rl2-ppo", "--steps", str(1000 * 192), "--out", str(out),
+        "--algorithm", "rl2-ppo", "--steps", str(1000 * 192), "--out", str(out),
         "--checkpoint-every", "1",
     ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

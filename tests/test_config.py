@@ -13,9 +13,9 @@ from metabench.algos.cmaes import CMAESConfig
 from metabench.algos.maml.maml import MAMLTRPOConfig
 from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
-from metabench.algos.registry import clear_spec_caches, get_algorithm
 from metabench.algos.rl2.algorithm import RL2PPOConfig
 from metabench.cli import main
+from metabench.harness.algorithms import clear_spec_caches, get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
@@ -146,7 +146,7 @@ def test_set_false_gives_false_in_config_and_algorithm(tmp_path):
 )
 def test_cli_set_errors_are_one_line(algo, setting, message, tmp_path, capsys):
     out = tmp_path / "run"
-    args = ["train", "--benchmark", "PointGoal", "--algo", algo, "--set", setting]
+    args = ["train", "--benchmark", "PointGoal", "--algorithm", algo, "--set", setting]
     assert main([*args, "--out", str(out)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("metabench: error: ")
@@ -172,7 +172,7 @@ def user_specs(tmp_path, monkeypatch):
 
 MAML_SPEC = """\
     description = "maml with a bad value"
-    entry_point = "metabench.algos.registry:MAML_TRPO"
+    entry_point = "metabench.algos.maml:MAML_TRPO"
     source = "a test"
 
     [benchmarks.PointGoal]
@@ -200,7 +200,7 @@ MAML_SPEC = """\
 )
 def test_bad_values_in_a_baseline_file_name_file_and_line(user_specs, line, message, capsys):
     path = user_specs("baselines/mymaml.toml", MAML_SPEC.format(line=line, profile=""))
-    args = ["train", "--benchmark", "PointGoal", "--algo", "mymaml", "--out", "/nonexistent/x"]
+    args = ["train", "--benchmark", "PointGoal", "--algorithm", "mymaml", "--out", "/nonexistent/x"]
     spec = get_benchmark("PointGoal")
     if message is None:
         assert get_algorithm("mymaml").hyperparameters(spec, {})["first_order"] is False
@@ -212,7 +212,15 @@ def test_bad_values_in_a_baseline_file_name_file_and_line(user_specs, line, mess
 
 def test_bad_value_in_a_profile_names_its_line(user_specs, tmp_path, capsys):
     path = user_specs("baselines/mymaml.toml", MAML_SPEC.format(line="", profile="cg_iters = 0"))
-    args = ["bench", "--envs", "PointGoal", "--baselines", "mymaml", "--results", str(tmp_path)]
+    args = [
+        "bench",
+        "--benchmarks",
+        "PointGoal",
+        "--algorithms",
+        "mymaml",
+        "--results",
+        str(tmp_path),
+    ]
     assert main(args) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"metabench: error: {path}:13: cg_iters must be a positive integer, got 0"]

@@ -135,7 +135,7 @@ def expected_episodes(task: dict[str, list[float]], n_expl: int, n_test: int):
 # -- the protocol --------------------------------------------------------------------------------
 def test_returns_and_successes_match_positions():
     algo = ScriptedAlgo()
-    result = MetaEvaluator(make_env, [NEAR, FAR], n_exploration_eps=3, n_test_episodes=2).evaluate(
+    result = MetaEvaluator(make_env, [NEAR, FAR], exploration_episodes=3, test_episodes=2).evaluate(
         algo
     )
     assert result.n_tasks == 2 and result.algorithm == "ScriptedAlgo"
@@ -178,7 +178,7 @@ def test_success_rate_counts_tasks_with_any_successful_test_episode():
 def test_algorithm_calls_and_exploration_batch():
     algo = ScriptedAlgo()
     tasks = [NEAR, FAR]
-    MetaEvaluator(make_env, tasks, n_exploration_eps=3, n_test_episodes=2).evaluate(algo)
+    MetaEvaluator(make_env, tasks, exploration_episodes=3, test_episodes=2).evaluate(algo)
 
     assert len(algo.exploration_policies) == 2  # get_exploration_policy once per task
     assert len(algo.adapt_calls) == 2  # adapt_policy once per task
@@ -352,6 +352,7 @@ def test_garage_protocol_and_defaults():
         ({"make_task_env": PointGoalEnv()}, "make_task_env"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:n_.* is now called:DeprecationWarning")  # the old names
 def test_bad_input(kwargs: dict[str, Any], match: str):
     arguments: dict[str, Any] = {"make_task_env": make_env, "test_tasks": [NEAR], **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -381,3 +382,33 @@ def test_task_result_properties():
     assert task.test_return == -0.75
     assert task.test_success is None
     assert TaskResult.from_dict(task.to_dict()) == task
+
+
+def test_the_old_keyword_names_of_the_protocol_still_work_with_a_warning():
+    """``n_exploration_eps``/``n_test_episodes`` are the old names of ``exploration_episodes``/
+    ``test_episodes`` (the names of ``[evaluation]`` in ``envs/*.toml``), kept for one release."""
+    with pytest.warns(DeprecationWarning) as caught:
+        old = MetaEvaluator(make_env, [NEAR], n_exploration_eps=3, n_test_episodes=2)
+    assert [str(warning.message).split(";")[0] for warning in caught] == [
+        "n_exploration_eps is now called exploration_episodes",
+        "n_test_episodes is now called test_episodes",
+    ]
+    new = MetaEvaluator(make_env, [NEAR], exploration_episodes=3, test_episodes=2)
+    assert (old.exploration_episodes, old.test_episodes) == (3, 2)
+    assert (new.n_exploration_eps, new.n_test_episodes) == (3, 2)
+    assert old.evaluate(ScriptedAlgo()) == new.evaluate(ScriptedAlgo())
+    with pytest.raises(TypeError, match="got exploration_episodes and its old name"):
+        MetaEvaluator(make_env, [NEAR], exploration_episodes=3, n_exploration_eps=3)
+    with pytest.raises(ValueError, match="exploration_episodes must be an integer >= 1"):
+        MetaEvaluator(make_env, [NEAR], exploration_episodes=0)
+    assert new.evaluate(ScriptedAlgo()).to_dict()["n_exploration_eps"] == 3  # the file keeps it
+
+
+def test_a_benchmark_spec_keeps_the_old_attribute_names():
+    from metabench.harness.benchmarks import get_benchmark
+
+    spec = get_benchmark("HalfCheetahVel")
+    assert (spec.n_exploration_eps, spec.n_test_episodes) == (
+        spec.exploration_episodes,
+        spec.test_episodes,
+    )

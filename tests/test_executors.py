@@ -181,7 +181,7 @@ def test_bench_runs_a_grid_on_ray_through_the_cli(ray_address, tmp_path, capsys)
     from metabench.cli import main
 
     # HalfCheetahVel: CEM needs more than PointGoal's one exploration episode
-    args = ["bench", "--envs", "HalfCheetahVel", "--baselines", "nop", "cem",
+    args = ["bench", "--benchmarks", "HalfCheetahVel", "--algorithms", "nop", "cem",
             "--seeds", "0", "1", "--results", str(tmp_path),
             "--executor", "ray", "--address", ray_address]  # fmt: skip
     assert main(args) == 0
@@ -195,7 +195,7 @@ def test_bench_with_a_ray_address_that_does_not_answer_is_a_one_line_error(tmp_p
     from metabench.cli import main
 
     pytest.importorskip("ray")
-    base = ["bench", "--envs", "Bandit", "--baselines", "nop", "--results", str(tmp_path)]
+    base = ["bench", "--benchmarks", "Bandit", "--algorithms", "nop", "--results", str(tmp_path)]
     assert main([*base, "--executor", "ray", "--address", "127.0.0.1:1"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("metabench: error: Ray cluster at 127.0.0.1:1 does not answer")

@@ -44,7 +44,7 @@ def test_failing_cell_is_recorded_others_finish_and_reruns_skip(tmp_path):
 
 
 def test_bench_command_writes_tables_and_exits_non_zero_on_failures(tmp_path, capsys):
-    args = ["bench", "--envs", "Bandit", "--baselines", "nop", "--seeds", "0", "1",
+    args = ["bench", "--benchmarks", "Bandit", "--algorithms", "nop", "--seeds", "0", "1",
             "--results", str(tmp_path), "--workers", "2"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
@@ -73,7 +73,15 @@ def test_a_corrupt_result_is_reported_set_aside_and_the_cell_re_run(tmp_path, ca
 def test_bench_into_an_unwritable_results_folder_is_a_one_line_error(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    args = ["bench", "--envs", "Bandit", "--baselines", "nop", "--results", str(blocker / "x")]
+    args = [
+        "bench",
+        "--benchmarks",
+        "Bandit",
+        "--algorithms",
+        "nop",
+        "--results",
+        str(blocker / "x"),
+    ]
     assert main(args) == 1
     err = capsys.readouterr().err
     assert (

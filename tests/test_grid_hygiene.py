@@ -6,8 +6,8 @@ import os
 import pytest
 import torch
 
-from metabench.algos.registry import get_algorithm
 from metabench.cli import main
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.grid import plan
 from metabench.harness.run import RunSettings, build_algorithm, resolve
@@ -22,7 +22,7 @@ def test_duplicate_benchmarks_algorithms_and_seeds_are_one_cell(tmp_path):
 
 
 def test_bench_with_a_seed_twice_runs_it_once(tmp_path, capsys):
-    args = ["bench", "--envs", "Bandit", "--baselines", "nop", "--seeds", "0", "0"]
+    args = ["bench", "--benchmarks", "Bandit", "--algorithms", "nop", "--seeds", "0", "0"]
     assert main([*args, "--results", str(tmp_path), "--workers", "2"]) == 0
     assert "1 cells ran, 0 failed" in capsys.readouterr().out
 
@@ -47,7 +47,7 @@ def test_cpus_is_recorded_and_bounds_torch_threads(tmp_path, monkeypatch):
 
 
 @pytest.mark.mujoco
-def test_cpus_bounds_the_maml_sampler_workers_on_a_64_core_machine(tmp_path, monkeypatch):
+def test_cpus_bounds_the_maml_collector_workers_on_a_64_core_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     spec = get_benchmark("HalfCheetahVel")
     entry = get_algorithm("maml-trpo")
@@ -55,7 +55,7 @@ def test_cpus_bounds_the_maml_sampler_workers_on_a_64_core_machine(tmp_path, mon
     hyperparameters = entry.hyperparameters(spec, small)
     algo = entry.build(spec, 0, hyperparameters, None, cpus=2)
     try:
-        vec_env = algo.sampler.vec_env.unwrapped  # type: ignore[attr-defined]
+        vec_env = algo.collector.vec_env.unwrapped  # type: ignore[attr-defined]
         assert vec_env.nthread == 2
         assert len(vec_env._rows._processes) == 1  # the calling process steps rows too
     finally:
@@ -83,7 +83,7 @@ def test_cpus_bounds_the_sharded_metaworld_workers_on_a_64_core_machine(monkeypa
     algo = entry.build(spec, 0, entry.hyperparameters(spec, small), None, cpus=2)
     try:
         assert made == [2]
-        assert len(algo.sampler.vec_env.unwrapped.processes) == 2  # type: ignore[attr-defined]
+        assert len(algo.collector.vec_env.unwrapped.processes) == 2  # type: ignore[attr-defined]
     finally:
         algo.close()  # type: ignore[attr-defined]
 
@@ -98,7 +98,7 @@ def test_a_search_that_could_never_update_is_refused_at_resolve_time(tmp_path, a
 
 
 def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
-    args = ["train", "--benchmark", "HalfCheetahVel", "--algo", "cem", "--set", "n_samples=11"]
+    args = ["train", "--benchmark", "HalfCheetahVel", "--algorithm", "cem", "--set", "n_samples=11"]
     assert main([*args, "--out", str(tmp_path / "run")]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "set n_samples to at most 10 (--set n_samples=10)" in err[0]

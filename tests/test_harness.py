@@ -101,7 +101,7 @@ def test_periodic_evaluations_are_written(tmp_path):
 def test_evaluate_reads_the_checkpoint(tmp_path):
     out = tmp_path / "r"
     train(settings(out))
-    result = evaluate(out, n_test_tasks=4, n_exploration_eps=2, n_test_episodes=1)
+    result = evaluate(out, n_test_tasks=4, exploration_episodes=2, test_episodes=1)
     assert result.n_tasks == 4 and len(result.return_per_episode) == 3
     assert len(list((out / "evaluations").glob("evaluate-*.json"))) == 1
 
@@ -139,11 +139,11 @@ def test_unwritable_output_directory_is_reported(tmp_path):
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["train", "--benchmark", "Nope", "--algo", "nop"], 2, "invalid choice"),
-        (["train", "--benchmark", "Bandit", "--algo", "nope"], 2, "invalid choice"),
-        (["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--steps", "10"], 1,
+        (["train", "--benchmark", "Nope", "--algorithm", "nop"], 2, "invalid choice"),
+        (["train", "--benchmark", "Bandit", "--algorithm", "nope"], 2, "invalid choice"),
+        (["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--steps", "10"], 1,
          "less than one iteration"),
-        (["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--set", "lr=1"], 1,
+        (["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--set", "lr=1"], 1,
          "unknown hyperparameter(s) lr of rl2-ppo"),
         (["evaluate", "/nonexistent/run"], 1, "not a metabench run directory"),
     ],
@@ -166,7 +166,7 @@ def test_sigkill_then_same_command_resumes(tmp_path):
     out = tmp_path / "run"
     command = [
         sys.executable, "-m", "metabench.cli", "train", "--benchmark", "Bandit",
-        "--algo", "rl2-ppo", "--steps", str(200 * STEPS_PER_ITERATION), "--out", str(out),
+        "--algorithm", "rl2-ppo", "--steps", str(200 * STEPS_PER_ITERATION), "--out", str(out),
         "--checkpoint-every", "1",
     ]  # fmt: skip
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from metabench.algos.registry import get_algorithm
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 
 SMALL = {

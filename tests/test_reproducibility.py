@@ -31,7 +31,7 @@ def test_eval_every_does_not_change_the_result_of_rl2(tmp_path, capsys):
     runs = {}
     for every in ("0", "1"):
         out = tmp_path / f"every{every}"
-        args = ["train", "--benchmark", "Bandit", "--algo", "rl2-ppo", "--steps", "576"]
+        args = ["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--steps", "576"]
         assert main([*args, "--eval-every", every, "--out", str(out)]) == 0
         runs[every] = comparable(out / "result.json")
     assert runs["0"]["iterations"] == 3

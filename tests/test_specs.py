@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from metabench.algos.registry import clear_spec_caches, get_algorithm, load_algorithms
 from metabench.cli import main
+from metabench.harness.algorithms import clear_spec_caches, get_algorithm, load_algorithms
 from metabench.harness.benchmarks import get_benchmark, load_benchmarks
 from metabench.harness.grid import plan
 from metabench.harness.specfiles import SpecError, find_line
@@ -71,7 +71,7 @@ def test_every_shipped_file_is_one_benchmark_or_algorithm():
 def test_the_shipped_specs_say_what_the_published_settings_are():
     vel = get_benchmark("HalfCheetahVel")
     assert vel.env_kwargs == {"velocity_range": [0.0, 2.0], "horizon": 100}
-    assert (vel.episodes_per_trial, vel.n_exploration_eps, vel.n_test_episodes) == (4, 10, 3)
+    assert (vel.episodes_per_trial, vel.exploration_episodes, vel.test_episodes) == (4, 10, 3)
     push = get_benchmark("ML1-push")
     assert push.metaworld == "ML1" and push.env_kwargs["split"] == "train"
     assert push.test_env_kwargs == {"env_name": "push-v3", "horizon": 500, "split": "test"}
@@ -99,7 +99,7 @@ def test_every_algorithm_resolves_on_every_benchmark_and_profile(algorithm):
         spec = get_benchmark(name)
         for profile in ("quick", "paper", "reduced"):
             settings = entry.profile(profile, name)
-            if algorithm in ("cem", "cmaes") and spec.n_exploration_eps < 2:
+            if algorithm in ("cem", "cmaes") and spec.exploration_episodes < 2:
                 # a generation needs two exploration episodes: refused, naming the fix
                 with pytest.raises(ValueError, match="the search would never update"):
                     entry.hyperparameters(spec, settings.overrides)
@@ -123,7 +123,7 @@ def test_an_env_setting_of_a_baseline_is_recorded_and_reaches_both_envs(user_spe
     user_specs(
         "baselines/scaled.toml",
         """        description = "zero actions on a scaled cheetah"
-        entry_point = "metabench.algos.registry:NOP"
+        entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
         source = "a test"
         [benchmarks.HalfCheetahVel]
         source = "garage's normalize"
@@ -146,7 +146,7 @@ def test_an_env_setting_the_task_env_does_not_take_is_an_error(user_specs, tmp_p
     path = user_specs(
         "baselines/bad.toml",
         """        description = "d"
-        entry_point = "metabench.algos.registry:NOP"
+        entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
         source = "a test"
         [benchmarks.PointGoal]
         source = "s"
@@ -156,7 +156,7 @@ def test_an_env_setting_the_task_env_does_not_take_is_an_error(user_specs, tmp_p
         steps = 1
         """,
     )
-    args = ["train", "--benchmark", "PointGoal", "--algo", "bad", "--out", str(tmp_path / "r")]
+    args = ["train", "--benchmark", "PointGoal", "--algorithm", "bad", "--out", str(tmp_path / "r")]
     with pytest.raises(SpecError, match=f"{path}.*env.action_scale is not an argument of"):
         get_algorithm("bad").env_kwargs(get_benchmark("PointGoal"))
     assert main(args) != 0
@@ -168,7 +168,7 @@ def test_a_benchmark_and_an_algorithm_of_your_own_run_through_the_cli(user_specs
         "baselines/random.toml",
         """\
         description = "random actions"
-        entry_point = "metabench.algos.registry:NOP"
+        entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
         source = "a test"
         [benchmarks."Bandit*"]
         source = "random on bandits"
@@ -179,7 +179,7 @@ def test_a_benchmark_and_an_algorithm_of_your_own_run_through_the_cli(user_specs
         """,
     )
     out = tmp_path / "run"
-    args = ["train", "--benchmark", "Bandit5", "--algo", "random", "--steps", "1", "--out"]
+    args = ["train", "--benchmark", "Bandit5", "--algorithm", "random", "--steps", "1", "--out"]
     assert main([*args, str(out)]) == 0
     result = json.loads((out / "result.json").read_text())
     config = result["config"]
@@ -227,7 +227,7 @@ def test_a_task_argument_the_env_does_not_take_is_an_error_naming_the_valid_ones
 
 NOP_SPEC = """\
     description = "zero actions"
-    entry_point = "metabench.algos.registry:NOP"
+    entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"
     source = "a test"
     [benchmarks.Bandit]
     source = "here"
@@ -246,7 +246,7 @@ NOP_SPEC = """\
         (("steps = 1", "steps = 0"), r"zero.toml:9: steps must be at least 1"),
         (("steps = 1", "stepz = 1"), r"zero.toml:9: unknown key 'stepz' in \[profiles.quick\]"),
         (("source = \"here\"\n", ""), r"\[benchmarks.Bandit\] needs source"),
-        (("NOP\"", "NOPE\""), r"entry_point 'metabench.algos.registry:NOPE' cannot be loaded"),
+        (("_IMPLEMENTATION\"", "E\""), r"entry_point 'metabench.algos.nop:NOPE' cannot be loaded"),
     ],
 )  # fmt: skip
 def test_a_bad_baseline_file_names_file_line_and_fix(user_specs, change, message):
@@ -303,7 +303,7 @@ def test_a_built_wheel_carries_the_specs(tmp_path):
     probe = (
         "import metabench, json\n"
         "from metabench.harness.specfiles import spec_dirs\n"
-        "from metabench.algos.registry import load_algorithms\n"
+        "from metabench.harness.algorithms import load_algorithms\n"
         "from metabench.harness.benchmarks import get_benchmark\n"
         "print(json.dumps([metabench.__file__, str(spec_dirs('envs')[0]), "
         "sorted(load_algorithms()), get_benchmark('HalfCheetahVel').env_kwargs]))\n"
@@ -336,3 +336,41 @@ def test_list_shows_every_benchmark_and_algorithm_with_its_description(user_spec
     for name in load_algorithms():
         assert f"│ {name} " in out
     assert "quick 400,000, paper 80,000,000" in out  # maml-trpo's profiles
+
+
+def test_an_entry_point_in_the_old_registry_still_loads_with_a_warning_naming_the_new_one(
+    user_specs,
+):
+    """``metabench.algos.registry:<name>`` (the README's spelling before the split) loads the same
+    implementation for one more release, and says what to write instead."""
+    from metabench.algos.nop import NOP_IMPLEMENTATION
+    from metabench.harness.algorithms import load_implementation
+
+    path = user_specs(
+        "baselines/zero.toml", NOP_SPEC.replace("nop:NOP_IMPLEMENTATION", "registry:NOP")
+    )
+    load_implementation.cache_clear()
+    new = "write entry_point = 'metabench.algos.nop:NOP_IMPLEMENTATION'"
+    with pytest.warns(FutureWarning, match=f"{path}: entry_point .* is deprecated.*{new}"):
+        implementation = get_algorithm("zero").implementation
+    assert implementation is NOP_IMPLEMENTATION
+    assert get_algorithm("zero").hyperparameters(get_benchmark("Bandit"), {}) == {"action": "zero"}
+
+
+def test_every_old_name_of_the_registry_module_is_where_it_moved():
+    from metabench.algos import registry
+    from metabench.harness import algorithms
+
+    for name in registry.MOVED:
+        with pytest.warns(FutureWarning, match=f"registry.{name} is deprecated"):
+            assert getattr(registry, name) is registry.moved(name)
+    with pytest.warns(FutureWarning):
+        assert registry.get_algorithm is algorithms.get_algorithm
+    with pytest.raises(AttributeError):
+        registry.NOPE  # noqa: B018
+
+
+def test_every_shipped_baseline_names_an_implementation_in_its_algorithm_module():
+    for name, entry in load_algorithms().items():
+        assert not entry.entry_point.startswith("metabench.algos.registry:"), name
+        assert entry.implementation.config_class() is not None

@@ -13,7 +13,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import metabench  # noqa: F401 - registers the metabench/* ids
-from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
+from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.errors import InvalidActionError
 from metabench.tasks.toy import PointGoalEnv
 from metabench.vector.sharded import ShardedVectorEnv, SubEnvError, make_sharded_task_env
@@ -211,7 +211,7 @@ def test_close_stops_the_workers() -> None:
     assert not any(process.is_alive() for process in processes)
 
 
-def test_vector_episode_sampler_on_the_sharded_env_matches_the_default_env() -> None:
+def test_vector_episode_collector_on_the_sharded_env_matches_the_default_env() -> None:
     tasks = point_tasks(2)
 
     def actor(observations: np.ndarray) -> np.ndarray:  # deterministic, depends on the obs
@@ -219,11 +219,13 @@ def test_vector_episode_sampler_on_the_sharded_env_matches_the_default_env() -> 
 
     venv = make_sharded_task_env(POINT_GOAL, 6, n_workers=2, horizon=5)
     try:
-        batches = VectorEpisodeSampler(venv, episodes_per_task=3).sample(tasks, actor, seed=0)
+        batches = VectorEpisodeCollector(venv, episodes_per_task=3).collect(tasks, actor, seed=0)
     finally:
         venv.close()
     default_env = make_maml_vec_env(POINT_GOAL, 2, 3, env_kwargs={"horizon": 5})
-    expected = VectorEpisodeSampler(default_env, episodes_per_task=3).sample(tasks, actor, seed=0)
+    expected = VectorEpisodeCollector(default_env, episodes_per_task=3).collect(
+        tasks, actor, seed=0
+    )
     default_env.close()
     assert len(batches) == 2
     for batch, reference, task in zip(batches, expected, tasks, strict=True):

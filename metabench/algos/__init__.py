@@ -2,6 +2,9 @@
 
 RL2-PPO (:mod:`metabench.algos.rl2`, on sb3-contrib's RecurrentPPO), MAML-TRPO
 (:mod:`metabench.algos.maml`, PyTorch, with the reusable :mod:`metabench.algos.trpo`), the
-per-task policy-search baselines CEM and CMA-ES, and NOP. :mod:`metabench.algos.registry` builds
-them by name for a benchmark.
+per-task policy-search baselines CEM and CMA-ES, NOP, and the PPO references
+(:mod:`metabench.algos.reference`). Each module exports the
+:class:`~metabench.algos.implementation.Implementation` that a ``baselines/*.toml`` file's
+``entry_point`` names; :mod:`metabench.harness.algorithms` reads those files. Nothing here
+imports the harness.
 """

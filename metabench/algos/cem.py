@@ -15,8 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from metabench.algos.policy_search import PolicySearch, Search, check_count, check_positive
-from metabench.validation import check_config, check_number, option
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.policy_search import (
+    PolicySearch,
+    Search,
+    check_count,
+    check_generation,
+    check_positive,
+    search_population,
+)
+from metabench.validation import check_config, check_number, config_dict, option
 
 __all__ = ["CEM", "CEMConfig", "CEMSearch"]
 
@@ -105,7 +114,7 @@ class CEM(PolicySearch):
         stream from it. ``None`` draws fresh entropy.
 
     The policy is ``a = clip(W @ obs + b)`` (:class:`~metabench.algos.policy_search.LinearPolicy`);
-    the adapted policy uses the final mean. Use it with ``n_exploration_eps`` a multiple of
+    the adapted policy uses the final mean. Use it with ``exploration_episodes`` a multiple of
     ``n_samples``.
 
     Example::
@@ -158,3 +167,24 @@ class CEM(PolicySearch):
             self.extra_decay_time,
             rng,
         )
+
+
+# -- the entry point of baselines/cem.toml ---------------------------------------------------------
+def _cem_defaults(spec: Benchmark) -> dict[str, Any]:
+    return {**config_dict(CEMConfig()), "n_samples": search_population(spec)}
+
+
+def _build_cem(
+    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    env = spec.make_test_env(seed)
+    return CEM(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+
+
+CEM_IMPLEMENTATION = Implementation(
+    _cem_defaults,
+    _build_cem,
+    config="metabench.algos.cem:CEMConfig",
+    check_benchmark=check_generation("CEM"),
+)
+"""CEM on a benchmark: ``entry_point = "metabench.algos.cem:CEM_IMPLEMENTATION"``."""

@@ -14,8 +14,17 @@ from typing import Any
 import cma
 import numpy as np
 
-from metabench.algos.policy_search import PolicySearch, Search, check_count, check_positive
-from metabench.validation import check_config, option
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.policy_search import (
+    PolicySearch,
+    Search,
+    check_count,
+    check_generation,
+    check_positive,
+    search_population,
+)
+from metabench.validation import check_config, config_dict, option
 
 __all__ = ["CMAES", "CMAESConfig", "CMASearch"]
 
@@ -79,8 +88,8 @@ class CMAES(PolicySearch):
         stream from it. ``None`` draws fresh entropy.
 
     The policy is ``a = clip(W @ obs + b)`` (:class:`~metabench.algos.policy_search.LinearPolicy`);
-    the adapted policy uses the best candidate found. Use it with ``n_exploration_eps`` a multiple
-    of :attr:`n_samples`.
+    the adapted policy uses the best candidate found. Use it with ``exploration_episodes`` a
+    multiple of :attr:`n_samples`.
     """
 
     def __init__(
@@ -105,3 +114,24 @@ class CMAES(PolicySearch):
 
     def make_search(self, rng: np.random.Generator) -> CMASearch:
         return CMASearch(self.n_params, self.n_samples, self.sigma0, rng)
+
+
+# -- the entry point of baselines/cmaes.toml -------------------------------------------------------
+def _cmaes_defaults(spec: Benchmark) -> dict[str, Any]:
+    return {**config_dict(CMAESConfig()), "n_samples": search_population(spec)}
+
+
+def _build_cmaes(
+    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    env = spec.make_test_env(seed)
+    return CMAES(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+
+
+CMAES_IMPLEMENTATION = Implementation(
+    _cmaes_defaults,
+    _build_cmaes,
+    config="metabench.algos.cmaes:CMAESConfig",
+    check_benchmark=check_generation("CMA-ES"),
+)
+"""CMA-ES on a benchmark: ``entry_point = "metabench.algos.cmaes:CMAES_IMPLEMENTATION"``."""

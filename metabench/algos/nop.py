@@ -18,8 +18,9 @@ import numpy as np
 from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.implementation import Benchmark, Implementation
 from metabench.data import EpisodeBatch
-from metabench.validation import check_config, check_count, option
+from metabench.validation import check_config, check_count, config_dict, option
 
 __all__ = ["NOP", "NOPConfig", "NOPPolicy"]
 
@@ -152,3 +153,21 @@ class NOP(MetaRLAlgorithm):
     ) -> Policy:
         """Return ``exploration_policy`` itself: NOP does not adapt."""
         return exploration_policy
+
+
+# -- the entry point of baselines/nop.toml ---------------------------------------------------------
+def _nop_defaults(spec: Benchmark) -> dict[str, Any]:
+    return config_dict(NOPConfig())
+
+
+def _build_nop(
+    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    env = spec.make_test_env(seed)
+    return NOP(env.action_space, action=hyperparameters["action"], seed=seed)
+
+
+NOP_IMPLEMENTATION = Implementation(
+    _nop_defaults, _build_nop, config="metabench.algos.nop:NOPConfig"
+)
+"""NOP on a benchmark: ``entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"``."""

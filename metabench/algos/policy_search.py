@@ -21,17 +21,17 @@ How the search sees rewards
     the result.
 
 Budget
-    With ``n_exploration_eps`` exploration episodes and a population of ``n_samples``, the search
-    runs ``n_exploration_eps // n_samples`` generations. Episodes of an unfinished last generation
-    are played but not learned from (a warning says so): choose ``n_exploration_eps`` a multiple
-    of ``n_samples``.
+    With ``exploration_episodes`` exploration episodes and a population of ``n_samples``, the
+    search runs ``exploration_episodes // n_samples`` generations. Episodes of an unfinished last
+    generation are played but not learned from (a warning says so): choose
+    ``exploration_episodes`` a multiple of ``n_samples``.
 """
 
 from __future__ import annotations
 
 import abc
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -40,11 +40,20 @@ import numpy as np
 from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.implementation import Benchmark
 from metabench.data import EpisodeBatch
 from metabench.validation import check_count, check_number
 from metabench.wrappers import RL2Env
 
-__all__ = ["LinearPolicy", "PolicySearch", "Search", "SearchPolicy", "check_spaces"]
+__all__ = [
+    "LinearPolicy",
+    "PolicySearch",
+    "Search",
+    "SearchPolicy",
+    "check_generation",
+    "check_spaces",
+    "search_population",
+]
 
 
 def check_spaces(
@@ -323,3 +332,33 @@ class PolicySearch(MetaRLAlgorithm):
             )
         params = exploration_policy.finish(exploration_episodes)
         return LinearPolicy(params, self.observation_space, self.action_space)
+
+
+# -- what CEM's and CMA-ES's entry points share ----------------------------------------------------
+def search_population(spec: Benchmark) -> int:
+    """Candidates per generation that fit the benchmark's exploration episodes: all of them in
+    one generation when there are few, else two generations."""
+    episodes = spec.exploration_episodes
+    return max(2, episodes if episodes < 4 else episodes // 2)
+
+
+def check_generation(name: str) -> Callable[[Benchmark, dict[str, Any]], None]:
+    """A check that one generation of ``name``'s search fits the benchmark's exploration
+    episodes: with fewer, the search never updates and scores exactly as NOP does."""
+
+    def check(spec: Benchmark, values: dict[str, Any]) -> None:
+        n_samples, episodes = values.get("n_samples"), spec.exploration_episodes
+        if n_samples is not None and n_samples > episodes:
+            fix = (
+                f"set n_samples to at most {episodes} (--set n_samples={episodes})"
+                if episodes >= 2
+                else f"raise [evaluation] exploration_episodes to at least 2 in {spec.path}, or "
+                f"use another algorithm"
+            )
+            raise ValueError(
+                f"{name} on {spec.name}: one generation of n_samples={n_samples} candidates "
+                f"needs {n_samples} exploration episodes but the benchmark gives {episodes}, so "
+                f"the search would never update (it would score as NOP): {fix}"
+            )
+
+    return check

@@ -17,6 +17,7 @@ iterations end at episode boundaries and a resumed run continues exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import Task, TaskSampler
@@ -259,3 +261,40 @@ class ReferencePPO(MetaRLAlgorithm):
         if state.get("config") != config_dict(self.config) or state.get("oracle") != self.oracle:
             raise ValueError("checkpoint was written with a different ReferenceConfig or oracle")
         self.iterations = load_training_state(self.model, self.venv, state)
+
+
+# -- the entry points of baselines/oracle.toml and baselines/multitask.toml ------------------------
+def _reference_defaults(spec: Benchmark) -> dict[str, Any]:
+    return config_dict(ReferenceConfig())
+
+
+def _build_reference(
+    oracle: bool,
+    spec: Benchmark,
+    seed: int,
+    hyperparameters: dict[str, Any],
+    log_dir: str | None,
+) -> MetaRLAlgorithm:
+    return ReferencePPO(
+        spec.env_id,
+        sampler=spec.train_sampler(seed),
+        config=ReferenceConfig(**hyperparameters),
+        oracle=oracle,
+        seed=seed,
+        env_kwargs=spec.train_env_kwargs(seed),
+        tensorboard_log=log_dir,
+    )
+
+
+ORACLE = Implementation(
+    _reference_defaults,
+    functools.partial(_build_reference, True),
+    config="metabench.algos.reference:ReferenceConfig",
+)
+"""PPO that sees the task: ``entry_point = "metabench.algos.reference:ORACLE"``."""
+MULTITASK = Implementation(
+    _reference_defaults,
+    functools.partial(_build_reference, False),
+    config="metabench.algos.reference:ReferenceConfig",
+)
+"""PPO on the task distribution: ``entry_point = "metabench.algos.reference:MULTITASK"``."""

@@ -33,8 +33,10 @@ class BenchmarkSpec:
     :param env_kwargs: task env kwargs for meta-training (horizon, split, ...).
     :param test_env_kwargs: kwargs for the meta-test env (defaults to ``env_kwargs``).
     :param episodes_per_trial: episodes per task in a meta-training trial (RL2).
-    :param n_exploration_eps: meta-test episodes before ``adapt_policy``.
-    :param n_test_episodes: meta-test episodes with the adapted policy.
+    :param exploration_episodes: meta-test episodes before ``adapt_policy``
+        (``[evaluation] exploration_episodes``).
+    :param test_episodes: meta-test episodes with the adapted policy
+        (``[evaluation] test_episodes``).
     :param n_test_tasks: held-out tasks evaluated at meta-test.
     :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
     :param reports_success: whether the task env reports ``info["success"]``.
@@ -47,14 +49,24 @@ class BenchmarkSpec:
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     test_env_kwargs: dict[str, Any] | None = None
     episodes_per_trial: int = 2
-    n_exploration_eps: int = 1
-    n_test_episodes: int = 1
+    exploration_episodes: int = 1
+    test_episodes: int = 1
     n_test_tasks: int = 10
     metaworld: str | None = None
     reports_success: bool = False
     description: str = ""
     source: str = ""
     path: str = ""
+
+    @property
+    def n_exploration_eps(self) -> int:
+        """Deprecated name of :attr:`exploration_episodes` (goes in the next release)."""
+        return self.exploration_episodes
+
+    @property
+    def n_test_episodes(self) -> int:
+        """Deprecated name of :attr:`test_episodes` (goes in the next release)."""
+        return self.test_episodes
 
     def train_sampler(self, seed: int) -> TaskSampler | None:
         """Meta-training tasks: ``None`` means the task env's own distribution."""
@@ -177,8 +189,8 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         env_kwargs=env_kwargs,
         test_env_kwargs=test_env_kwargs,
         episodes_per_trial=top["episodes_per_trial"],
-        n_exploration_eps=evaluation["exploration_episodes"],
-        n_test_episodes=evaluation["test_episodes"],
+        exploration_episodes=evaluation["exploration_episodes"],
+        test_episodes=evaluation["test_episodes"],
         n_test_tasks=counts["test_tasks"],
         metaworld=metaworld,
         reports_success=top.get("reports_success", False),

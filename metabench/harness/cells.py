@@ -30,7 +30,7 @@ class Cell:
     overrides: tuple[tuple[str, Any], ...]
     out: Path
     cpus: int = 1
-    """CPU cores the run uses (its own process plus any sampler workers)."""
+    """CPU cores the run uses (its own process plus any worker processes that step its envs)."""
 
     @property
     def label(self) -> str:
@@ -39,7 +39,7 @@ class Cell:
     def command(self) -> list[str]:
         command = [
             sys.executable, "-m", "metabench.cli", "train",
-            "--benchmark", self.benchmark, "--algo", self.algorithm,
+            "--benchmark", self.benchmark, "--algorithm", self.algorithm,
             "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
             "--cpus", str(self.cpus),
         ]  # fmt: skip

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from metabench.algos.registry import get_algorithm
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.cells import Cell, run_cell  # noqa: F401 - the grid's cells, re-exported
 from metabench.harness.run import RunDirectory

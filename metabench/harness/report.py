@@ -86,20 +86,20 @@ def grid_table(summaries: Sequence[Summary], title: str) -> Table:
 
 def specs_tables() -> tuple[Table, ...]:
     """What ``envs/`` and ``baselines/`` hold: one row per benchmark, one per algorithm."""
-    from metabench.algos.registry import load_algorithms
+    from metabench.harness.algorithms import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
 
-    benchmarks = Table(title="benchmarks (envs/*.toml): --benchmark / --envs")
+    benchmarks = Table(title="benchmarks (envs/*.toml): --benchmark / --benchmarks")
     for column in ("name", "env id", "eps/trial", "meta-test episodes", "test tasks"):
         benchmarks.add_column(column, no_wrap=True)
     benchmarks.add_column("about")
     for name, spec in sorted(load_benchmarks().items()):
-        protocol = f"{spec.n_exploration_eps} explore + {spec.n_test_episodes} test"
+        protocol = f"{spec.exploration_episodes} explore + {spec.test_episodes} test"
         benchmarks.add_row(
             name, spec.env_id, str(spec.episodes_per_trial), protocol, str(spec.n_test_tasks),
             spec.description,
         )  # fmt: skip
-    algorithms = Table(title="algorithms (baselines/*.toml): --algo / --baselines")
+    algorithms = Table(title="algorithms (baselines/*.toml): --algorithm / --algorithms")
     for column in ("name", "cpus", "budget per profile (env steps; may vary per benchmark)"):
         algorithms.add_column(column, no_wrap=True)
     algorithms.add_column("about")
@@ -114,7 +114,7 @@ def specs_tables() -> tuple[Table, ...]:
 def hyperparameters_table() -> Table:
     """Every hyperparameter of every algorithm, from its config dataclass: type and range,
     default (before the baseline file's per-benchmark settings), documentation."""
-    from metabench.algos.registry import load_algorithms
+    from metabench.harness.algorithms import load_algorithms
     from metabench.validation import config_fields
 
     table = Table(

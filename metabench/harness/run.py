@@ -27,13 +27,13 @@ from typing import Any
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.algos.registry import get_algorithm
 from metabench.evaluation import MetaEvaluator, task_to_json
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.tasks.base import Task
-from metabench.validation import check_count
+from metabench.validation import check_count, renamed_keyword
 
 CHECKPOINT_FORMAT = 2
 """Format 2: tensors and plain values only, read with ``torch.load(weights_only=True)`` so that
@@ -253,8 +253,8 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         "seed": settings.seed,
         "env_steps_budget": settings.env_steps,
         "protocol": {
-            "n_exploration_eps": spec.n_exploration_eps,
-            "n_test_episodes": spec.n_test_episodes,
+            "n_exploration_eps": spec.exploration_episodes,
+            "n_test_episodes": spec.test_episodes,
         },
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }
@@ -285,18 +285,24 @@ def make_evaluator(
     seed: int,
     *,
     test_tasks: Sequence[Task] | None = None,
+    exploration_episodes: int | None = None,
+    test_episodes: int | None = None,
     n_exploration_eps: int | None = None,
     n_test_episodes: int | None = None,
 ) -> MetaEvaluator:
     """The meta-test of a run of ``spec`` seeded ``seed``: ``test_tasks`` (default: the
     benchmark's for the seed), with the benchmark's protocol unless the episode counts change
-    it."""
+    it (``n_exploration_eps`` and ``n_test_episodes``: their old names)."""
+    exploration_episodes = renamed_keyword(
+        "exploration_episodes", exploration_episodes, "n_exploration_eps", n_exploration_eps
+    )
+    test_episodes = renamed_keyword(
+        "test_episodes", test_episodes, "n_test_episodes", n_test_episodes
+    )
     return MetaEvaluator(
         lambda: spec.make_test_env(seed),
         spec.test_tasks(seed) if test_tasks is None else list(test_tasks),
-        n_exploration_eps=spec.n_exploration_eps
-        if n_exploration_eps is None
-        else n_exploration_eps,
-        n_test_episodes=spec.n_test_episodes if n_test_episodes is None else n_test_episodes,
+        spec.exploration_episodes if exploration_episodes is None else exploration_episodes,
+        spec.test_episodes if test_episodes is None else test_episodes,
         seed=seed,
     )

@@ -27,6 +27,7 @@ from metabench.harness.run import (
     plan_run,
 )
 from metabench.rng import derived_seed
+from metabench.validation import renamed_keyword
 
 
 def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int) -> None:
@@ -160,11 +161,23 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
 def evaluate(
     run_dir: str | Path,
     n_test_tasks: int | None = None,
+    exploration_episodes: int | None = None,
+    test_episodes: int | None = None,
+    console: Console | None = None,
+    *,
     n_exploration_eps: int | None = None,
     n_test_episodes: int | None = None,
-    console: Console | None = None,
 ) -> MetaTestResult:
-    """Meta-test the latest checkpoint of a run; writes ``evaluations/evaluate-<time>.json``."""
+    """Meta-test the latest checkpoint of a run; writes ``evaluations/evaluate-<time>.json``.
+
+    ``exploration_episodes`` and ``test_episodes`` change the benchmark's protocol
+    (``n_exploration_eps`` and ``n_test_episodes``: their old names)."""
+    exploration_episodes = renamed_keyword(
+        "exploration_episodes", exploration_episodes, "n_exploration_eps", n_exploration_eps
+    )
+    test_episodes = renamed_keyword(
+        "test_episodes", test_episodes, "n_test_episodes", n_test_episodes
+    )
     console = console or make_console(stderr=True)
     run = RunDirectory(run_dir)
     config = run.read_config()
@@ -184,8 +197,8 @@ def evaluate(
         evaluator = make_evaluator(
             spec,
             config["seed"],
-            n_exploration_eps=n_exploration_eps,
-            n_test_episodes=n_test_episodes,
+            exploration_episodes=exploration_episodes,
+            test_episodes=test_episodes,
         )
         result = evaluator.evaluate(algo)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

@@ -30,7 +30,10 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv,
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, check_n_tasks
 from metabench.wrappers import RL2Env, Trial
 
-Backend = Literal["sb3", "gymnasium"]
+VectorBackend = Literal["sb3", "gymnasium"]
+"""Which library's vector env :func:`make_meta_vec_env` builds."""
+Backend = VectorBackend
+"""The old name of :data:`VectorBackend` (goes in the next release)."""
 
 
 class MetaBatchSlot(TaskSampler):
@@ -224,7 +227,7 @@ def make_meta_vec_env(
     rl2: bool = True,
     reward_scale: float = 1.0,
     seed: int = 0,
-    backend: Backend = "sb3",
+    backend: VectorBackend = "sb3",
     processes: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]] | None = None,
@@ -279,4 +282,10 @@ def make_meta_vec_env(
     return MetaBatchVectorEnv(vector_env, sampler, seed)
 
 
-__all__ = ["MetaBatchSlot", "MetaBatchVecEnv", "MetaBatchVectorEnv", "make_meta_vec_env"]
+__all__ = [
+    "MetaBatchSlot",
+    "MetaBatchVecEnv",
+    "MetaBatchVectorEnv",
+    "VectorBackend",
+    "make_meta_vec_env",
+]

@@ -1,9 +1,9 @@
 """HalfCheetahVel/Dir as one Gymnasium ``VectorEnv``: ``num_envs`` cheetahs stepped together.
 
-A MAML sampler steps hundreds of cheetahs (40 tasks x 20 episodes) with one batched policy call
-per step; stepping them one Python ``Env`` at a time costs more than the physics. This env keeps
-every cheetah's state in one array and advances them all on every core, computing observations
-and rewards with array operations. Per sub-env it behaves like
+MAML's episode collector steps hundreds of cheetahs (40 tasks x 20 episodes) with one batched
+policy call per step; stepping them one Python ``Env`` at a time costs more than the physics.
+This env keeps every cheetah's state in one array and advances them all on every core, computing
+observations and rewards with array operations. Per sub-env it behaves like
 :class:`~metabench.tasks.halfcheetah.HalfCheetahVelEnv` /
 :class:`~metabench.tasks.halfcheetah.HalfCheetahDirEnv`: same model, actions cast to the action
 space's float32, frame skip, garage's 20-float observation (with the torso position MuJoCo
@@ -55,9 +55,7 @@ import itertools
 import mmap
 import multiprocessing
 import os
-import signal
 import traceback
-import warnings
 from collections.abc import Sequence
 from multiprocessing.connection import Connection
 from typing import Any, Literal, NoReturn
@@ -79,8 +77,12 @@ from metabench.tasks.halfcheetah import (
     HalfCheetahVelEnv,
 )
 from metabench.validation import check_count
+from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
 
-Backend = Literal["exact", "rollout"]
+PhysicsBackend = Literal["exact", "rollout"]
+"""How :class:`HalfCheetahVectorEnv` steps the physics (see the module doc)."""
+Backend = PhysicsBackend
+"""The old name of :data:`PhysicsBackend` (goes in the next release)."""
 
 _S = mujoco.mjtState
 _STATE_SPEC = (
@@ -160,52 +162,44 @@ class _Rows:
         nchunks = 1 if nthread == 1 else min(num_rows, nthread * self.CHUNKS_PER_WORKER)
         bounds = [round(k * num_rows / nchunks) for k in range(nchunks + 1)]
         self._chunks = list(itertools.pairwise(bounds))
-        self._conns: list[Connection] = []
-        self._processes: list[Any] = []
         self.closed = False
+        self._pool: WorkerPool | None = None
         if nthread == 1:
             return
-        context = multiprocessing.get_context("fork")
-        self._counter = context.Value("l", 0)
-        for _ in range(nthread - 1):
-            conn, child_conn = context.Pipe()
-            process = context.Process(
-                target=self._serve,
-                args=(child_conn, [conn, *self._conns]),
-                daemon=True,
-                name="halfcheetah-vec",
-            )
-            with warnings.catch_warnings():
-                # Python >= 3.12 warns about fork() in a multi-threaded process (torch's pool):
-                # the child only runs MuJoCo and NumPy on its own data and takes no lock.
-                warnings.simplefilter("ignore", DeprecationWarning)
-                process.start()
-            child_conn.close()
-            self._conns.append(conn)
-            self._processes.append(process)
+        self._counter = multiprocessing.get_context("fork").Value("l", 0)
+        # forked: the workers step MuJoCo and NumPy on their own data and take no other lock
+        self._pool = WorkerPool(
+            self._serve, [()] * (nthread - 1), ["halfcheetah-vec"] * (nthread - 1)
+        )
+
+    @property
+    def _processes(self) -> list[Any]:
+        """The worker processes (none once closed)."""
+        return [] if self._pool is None else self._pool.processes
 
     def run(self, command: bytes) -> None:
         """Step (``_STEP``) or ``mj_forward`` (``_FORWARD``) every row, on every worker."""
         if self.closed:
             raise RuntimeError("the HalfCheetahVectorEnv is closed: make a new one")
-        if not self._conns:
+        pool = self._pool
+        if pool is None:
             self._drain(command, self._data, shared=False)
             return
         self._counter.value = 0  # the workers are idle: no lock needed
         try:
-            for conn in self._conns:
-                conn.send_bytes(command)
-        except OSError:
-            self._fail("the worker process died")
+            for w in range(len(pool)):
+                pool.send_bytes(w, command)
+        except WorkerDied as died:
+            self._fail(f"the worker process died (exit code {died.exitcode})")
         try:
             self._drain(command, self._data, shared=True)
         finally:
             errors = []
-            for conn in self._conns:
+            for w in range(len(pool)):
                 try:
-                    reply = conn.recv_bytes()
-                except (EOFError, OSError):
-                    reply = b"the worker process died"
+                    reply = pool.recv_bytes(w)
+                except WorkerDied as died:
+                    reply = f"the worker process died (exit code {died.exitcode})".encode()
                 if reply:
                     errors.append(reply.decode())
             if errors:
@@ -241,14 +235,9 @@ class _Rows:
         return k if k < len(self._chunks) else None
 
     def _serve(self, conn: Connection, parent_ends: list[Connection]) -> None:
-        """A worker process: run commands on its own ``MjData`` until told to exit.
-
-        It closes its copies of the parent's pipe ends, so that the pipe reports EOF, and the
-        worker exits, when the parent dies without ``close()``.
-        """
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-        for parent_end in parent_ends:
-            parent_end.close()
+        """A worker process: run commands on its own ``MjData`` until told to exit (or until the
+        parent is gone: :func:`~metabench.vector.workers.worker_started`)."""
+        worker_started(parent_ends)
         self._data = mujoco.MjData(self._model)
         try:
             while (command := conn.recv_bytes()) != _CLOSE:
@@ -263,17 +252,9 @@ class _Rows:
     def close(self) -> None:
         """Stop the worker processes (idempotent)."""
         self.closed = True
-        conns, processes = self._conns, self._processes
-        self._conns, self._processes = [], []
-        for conn in conns:
-            with contextlib.suppress(OSError):  # the worker is gone already
-                conn.send_bytes(_CLOSE)
-            conn.close()
-        for process in processes:
-            process.join(timeout=2.0)
-            if process.is_alive():
-                process.terminate()
-                process.join()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close(_CLOSE, raw=True, timeout=2.0)
 
 
 class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
@@ -296,7 +277,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         num_envs: int,
         *,
         nthread: int | None = None,
-        backend: Backend = "exact",
+        backend: PhysicsBackend = "exact",
     ) -> None:
         check_count("num_envs", num_envs)
         if nthread is None:
@@ -309,7 +290,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         self._template = task_env
         self.num_envs = int(num_envs)
         self.nthread = nthread
-        self.backend: Backend = backend
+        self.backend: PhysicsBackend = backend
         self.horizon: int = task_env.horizon
         self.single_observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
         self.single_action_space = task_env.action_space
@@ -640,7 +621,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
         action_scale: float | None = None,
         *,
         nthread: int | None = None,
-        backend: Backend = "exact",
+        backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
             HalfCheetahVelEnv(
@@ -667,7 +648,7 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         action_scale: float | None = None,
         *,
         nthread: int | None = None,
-        backend: Backend = "exact",
+        backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
             HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale),
@@ -677,4 +658,9 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         )
 
 
-__all__ = ["HalfCheetahDirVectorEnv", "HalfCheetahVectorEnv", "HalfCheetahVelVectorEnv"]
+__all__ = [
+    "HalfCheetahDirVectorEnv",
+    "HalfCheetahVectorEnv",
+    "HalfCheetahVelVectorEnv",
+    "PhysicsBackend",
+]

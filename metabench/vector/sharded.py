@@ -44,7 +44,6 @@ import functools
 import multiprocessing
 import os
 import pickle
-import signal
 import traceback
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
@@ -63,6 +62,7 @@ from gymnasium.vector.utils import (
 
 from metabench.tasks.base import Task
 from metabench.validation import check_count
+from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
 
 __all__ = ["ShardedVectorEnv", "SubEnvError", "make_sharded_task_env"]
 
@@ -175,10 +175,11 @@ def _error_payload(index: int, error: BaseException) -> tuple[int, BaseException
     return index, original, text
 
 
-def _worker(conn: Connection, parent_conn: Connection, env_fns: bytes, start: int) -> None:
+def _worker(
+    conn: Connection, parent_ends: Sequence[Connection], env_fns: bytes, start: int
+) -> None:
     """Build a shard and serve the parent's commands until ``close`` (or the parent is gone)."""
-    parent_conn.close()  # the parent's end, inherited by fork
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    worker_started(parent_ends)
     shard = _Shard(start)
     try:
         shard.build(pickle.loads(env_fns))
@@ -264,22 +265,14 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
         if context is None:
             methods = multiprocessing.get_all_start_methods()
             context = "fork" if "fork" in methods else "spawn"
-        ctx: Any = multiprocessing.get_context(context)
-
-        self.processes: list[multiprocessing.process.BaseProcess] = []
-        self._conns: list[Connection] = []
-        for start, stop in self.shards:
-            parent_conn, child_conn = ctx.Pipe()
-            process = ctx.Process(
-                target=_worker,
-                name=f"ShardedVectorEnv-{start}-{stop - 1}",
-                args=(child_conn, parent_conn, cloudpickle.dumps(env_fns[start:stop]), start),
-                daemon=True,
-            )
-            process.start()
-            child_conn.close()
-            self.processes.append(process)
-            self._conns.append(parent_conn)
+        self._pool = WorkerPool(
+            _worker,
+            [(cloudpickle.dumps(env_fns[start:stop]), start) for start, stop in self.shards],
+            [f"ShardedVectorEnv-{start}-{stop - 1}" for start, stop in self.shards],
+            context=context,
+        )
+        self.processes = self._pool.processes
+        """The worker processes, one per shard."""
         self.closed = False
 
         try:
@@ -375,22 +368,9 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
 
     def close_extras(self, terminate: bool = False, **kwargs: Any) -> None:
         """Stop the workers: ask them to close their envs, terminate those that do not."""
-        if not terminate:
-            for conn, process in zip(self._conns, self.processes, strict=True):
-                if process.is_alive():
-                    with contextlib.suppress(Exception):
-                        conn.send(("close", None))
-            for conn, process in zip(self._conns, self.processes, strict=True):
-                with contextlib.suppress(Exception):
-                    if process.is_alive() and conn.poll(_CLOSE_TIMEOUT):
-                        conn.recv()
-        for process in self.processes:
-            process.join(0 if terminate else _CLOSE_TIMEOUT)
-            if process.is_alive():
-                process.terminate()
-                process.join()
-        for conn in self._conns:
-            conn.close()
+        self._pool.close(
+            ("close", None), wait_reply=True, timeout=_CLOSE_TIMEOUT, terminate=terminate
+        )
 
     def __del__(self) -> None:
         if not getattr(self, "closed", True):
@@ -447,21 +427,21 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
     def _send_all(self, command: str, payloads: Sequence[Any]) -> None:
         if self.closed:
             raise RuntimeError("the ShardedVectorEnv is closed")
-        for w, (conn, payload) in enumerate(zip(self._conns, payloads, strict=True)):
-            try:
-                conn.send((command, payload))
-            except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
-                self._worker_died(w)
+        try:
+            for w, payload in enumerate(payloads):
+                self._pool.send(w, (command, payload))
+        except WorkerDied as died:
+            self._worker_died(died)
 
     def _receive_all(self) -> list[Any]:
         """Every worker's reply, in shard order; then the first error, if any, is raised."""
         results: list[Any] = []
         error: tuple[int, BaseException | None, str] | None = None
-        for w, conn in enumerate(self._conns):
+        for w in range(len(self._pool)):
             try:
-                status, payload = conn.recv()
-            except (EOFError, ConnectionResetError, OSError):
-                self._worker_died(w)
+                status, payload = self._pool.recv(w)
+            except WorkerDied as died:
+                self._worker_died(died)
             if status == "error" and error is None:
                 error = payload
             results.append(payload)
@@ -474,17 +454,14 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
             ) from original
         return results
 
-    def _worker_died(self, w: int) -> NoReturn:
-        start, stop = self.shards[w]
-        process = self.processes[w]
-        process.join(1.0)
-        code = process.exitcode
+    def _worker_died(self, died: WorkerDied) -> NoReturn:
+        start, stop = self.shards[died.index]
         self.close(terminate=True)
         raise SubEnvError(
-            f"the worker process of sub-envs {start}..{stop - 1} died (exit code {code}); "
-            f"the vector env is closed",
+            f"the worker process of sub-envs {start}..{stop - 1} died (exit code "
+            f"{died.exitcode}); the vector env is closed",
             start,
-        )
+        ) from None
 
 
 def make_sharded_task_env(

@@ -2,8 +2,8 @@
 
 Golden values: closed-form Gaussian policy gradients, SGD on a separately built module,
 central finite differences of the post-update loss (float64), ``numpy.linalg.lstsq``, and plain
-Python loops for returns and GAE. The sampler is checked against rewards recomputed from the
-goals and against the actions its batched actor returned.
+Python loops for returns and GAE. The episode collector is checked against rewards recomputed
+from the goals and against the actions its batched actor returned.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from metabench.algos.maml import (
     GaussianPolicy,
     LinearFeatureBaseline,
     TaskData,
-    VectorEpisodeSampler,
+    VectorEpisodeCollector,
     adapt,
     check_policy_spaces,
     discounted_returns,
@@ -433,12 +433,12 @@ class RecordingActor:
         return actions
 
 
-def test_sampler_returns_per_task_batches_from_one_batched_actor() -> None:
+def test_collector_returns_per_task_batches_from_one_batched_actor() -> None:
     vec_env = make_maml_vec_env(POINT_GOAL, 2, 3, env_kwargs={"horizon": 5})
-    sampler = VectorEpisodeSampler(vec_env, episodes_per_task=3)
+    collector = VectorEpisodeCollector(vec_env, episodes_per_task=3)
     tasks = [{"goal": [0.3, -0.2]}, {"goal": [-0.4, 0.1]}]
     actor = RecordingActor()
-    batches = sampler.sample(tasks, actor, seed=0)
+    batches = collector.collect(tasks, actor, seed=0)
 
     assert len(actor.calls) == 5  # one forward per time step, not one per sub-env
     assert all(obs.shape == (6, 2) for obs, _ in actor.calls)
@@ -463,8 +463,22 @@ def test_sampler_returns_per_task_batches_from_one_batched_actor() -> None:
             batch.last_observations, np.cumsum(batch.actions.reshape(3, 5, 2), axis=1)[:, -1]
         )
     with pytest.raises(ValueError, match="pass 2 tasks"):
-        sampler.sample(tasks[:1], actor)
+        collector.collect(tasks[:1], actor)
     vec_env.close()
+
+
+def test_the_episode_collector_s_old_names_still_work() -> None:
+    """MAML's episode sampler is now a collector (a *sampler* is where tasks come from): the old
+    module, class and method names stay for one release."""
+    import metabench.algos.maml as maml
+
+    with pytest.warns(DeprecationWarning, match="VectorEpisodeSampler is now"):
+        from metabench.algos.maml.sampler import VectorEpisodeSampler
+    assert VectorEpisodeSampler is VectorEpisodeCollector
+    with pytest.warns(DeprecationWarning):
+        assert maml.VectorEpisodeSampler is VectorEpisodeCollector
+    assert VectorEpisodeCollector.sample is VectorEpisodeCollector.collect
+    assert MAMLTRPO.sample is MAMLTRPO.collect
 
 
 class CountdownEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -509,10 +523,12 @@ def countdown_vec_env(num_envs: int, mode: AutoresetMode) -> MetaBatchVectorEnv:
 
 
 @pytest.mark.parametrize("mode", list(AutoresetMode))
-def test_sampler_masks_episodes_that_end_early_in_every_autoreset_mode(mode: AutoresetMode) -> None:
-    sampler = VectorEpisodeSampler(countdown_vec_env(4, mode), episodes_per_task=2)
+def test_collector_masks_episodes_that_end_early_in_every_autoreset_mode(
+    mode: AutoresetMode,
+) -> None:
+    collector = VectorEpisodeCollector(countdown_vec_env(4, mode), episodes_per_task=2)
     actor = RecordingActor()
-    batches = sampler.sample([{"length": 2}, {"length": 4}], actor)
+    batches = collector.collect([{"length": 2}, {"length": 4}], actor)
     assert len(actor.calls) == 4  # until the longest episode ended
     short, long = batches
     assert short.lengths.tolist() == [2, 2] and long.lengths.tolist() == [4, 4]
@@ -527,11 +543,11 @@ def test_sampler_masks_episodes_that_end_early_in_every_autoreset_mode(mode: Aut
     np.testing.assert_array_equal(short.actions[2:, 0], [actor.calls[t][1][1, 0] for t in range(2)])
 
 
-def test_sampler_cuts_at_max_episode_length() -> None:
-    sampler = VectorEpisodeSampler(
+def test_collector_cuts_at_max_episode_length() -> None:
+    collector = VectorEpisodeCollector(
         countdown_vec_env(2, AutoresetMode.NEXT_STEP), 1, max_episode_length=3
     )
-    batches = sampler.sample([{"length": 10}, {"length": 2}], RecordingActor())
+    batches = collector.collect([{"length": 10}, {"length": 2}], RecordingActor())
     assert [b.lengths.tolist() for b in batches] == [[3], [2]]
     np.testing.assert_array_equal(
         batches[0].step_types, [StepType.FIRST, StepType.MID, StepType.TIMEOUT]
@@ -581,7 +597,7 @@ def test_maml_rejects_a_meta_batch_larger_than_the_task_set() -> None:
         MAMLTRPO(POINT_GOAL, tasks, meta_batch_size=5, episodes_per_task=2, hidden_sizes=(4,))
     # three tasks, each run in four sub-envs, is fine
     algo = MAMLTRPO(POINT_GOAL, tasks, meta_batch_size=3, episodes_per_task=4, hidden_sizes=(4,))
-    assert algo.sampler.vec_env.num_envs == 12
+    assert algo.collector.vec_env.num_envs == 12
     algo.close()
 
 
@@ -613,9 +629,9 @@ def test_meta_optimize_keeps_the_true_kl_inside_the_trust_region() -> None:
     algo = small_maml(max_kl=1e-3)
     tasks = algo.task_sampler.sample(2, np.random.default_rng(0))
     meta = algo.policy.params()
-    train = [algo.process(e) for e in algo.sample(tasks, [meta, meta])]
+    train = [algo.process(e) for e in algo.collect(tasks, [meta, meta])]
     adapted = [algo.adapt(meta, d, create_graph=False) for d in train]
-    valid = [algo.process(e) for e in algo.sample(tasks, adapted)]
+    valid = [algo.process(e) for e in algo.collect(tasks, adapted)]
     old = old_outputs(algo.policy, adapted, valid)
     record = algo.meta_optimize(train, valid)
     assert record.accepted
@@ -633,8 +649,8 @@ def test_meta_optimize_with_a_nan_advantage_leaves_the_meta_policy_unchanged(
     algo = small_maml()
     tasks = algo.task_sampler.sample(2, np.random.default_rng(1))
     meta = algo.policy.params()
-    train = [algo.process(e) for e in algo.sample(tasks, [meta, meta])]
-    valid = [algo.process(e) for e in algo.sample(tasks, [meta, meta])]
+    train = [algo.process(e) for e in algo.collect(tasks, [meta, meta])]
+    valid = [algo.process(e) for e in algo.collect(tasks, [meta, meta])]
     poisoned = valid[1].advantages.clone()
     poisoned[3] = math.nan
     valid[1] = valid[1]._replace(advantages=poisoned)
@@ -657,7 +673,7 @@ def test_adapt_policy_runs_the_same_inner_update_on_the_episodes() -> None:
     algo = small_maml(num_grad_updates=2, inner_lr=0.05)
     exploration = algo.get_exploration_policy()
     meta_before = {k: v.detach().clone() for k, v in algo.policy.params().items()}
-    (episodes, _) = algo.sample(
+    (episodes, _) = algo.collect(
         [{"goal": [0.2, 0.2]}, {"goal": [0.0, -0.3]}], [exploration.params] * 2
     )
     adapted = algo.adapt_policy(exploration, episodes)

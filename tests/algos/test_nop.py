@@ -33,7 +33,7 @@ def zero_action_rollout(task: dict[str, list[float]]) -> tuple[float, bool]:
 
 def test_zero_nop_scores_exactly_a_zero_action_rollout():
     algo = NOP(make_env().action_space)
-    result = MetaEvaluator(make_env, TASKS, n_exploration_eps=2, n_test_episodes=2).evaluate(algo)
+    result = MetaEvaluator(make_env, TASKS, exploration_episodes=2, test_episodes=2).evaluate(algo)
     for task, task_result in zip(TASKS, result.tasks, strict=True):
         expected, success = zero_action_rollout(task)
         assert expected == pytest.approx(-H * np.linalg.norm(task["goal"]))

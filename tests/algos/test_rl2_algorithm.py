@@ -9,10 +9,10 @@ import torch as th
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.nop import NOP
-from metabench.algos.registry import get_algorithm
 from metabench.algos.rl2 import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
 from metabench.wrappers import RL2Env, Trial

@@ -1,8 +1,12 @@
-"""MAML-TRPO (Finn et al. 2017) in PyTorch: functional Gaussian policy, vectorised sampler,
-linear feature baseline and a TRPO outer loop (:mod:`metabench.algos.trpo`)."""
+"""MAML-TRPO (Finn et al. 2017) in PyTorch: functional Gaussian policy, vectorised episode
+collector, linear feature baseline and a TRPO outer loop (:mod:`metabench.algos.trpo`)."""
+
+from typing import Any
 
 from metabench.algos.maml.baseline import LinearFeatureBaseline
+from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.algos.maml.maml import (
+    MAML_TRPO,
     MAMLTRPO,
     MAMLIterationStats,
     MAMLTRPOConfig,
@@ -22,10 +26,10 @@ from metabench.algos.maml.policy import (
     check_policy_spaces,
 )
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
-from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
 
 __all__ = [
     "MAMLTRPO",
+    "MAML_TRPO",
     "BatchedGaussianActor",
     "GaussianMLPPolicy",
     "GaussianPolicy",
@@ -34,7 +38,7 @@ __all__ = [
     "MAMLTRPOConfig",
     "OldOutputs",
     "TaskData",
-    "VectorEpisodeSampler",
+    "VectorEpisodeCollector",
     "adapt",
     "check_policy_spaces",
     "discounted_returns",
@@ -46,3 +50,11 @@ __all__ = [
     "old_outputs",
     "process_episodes",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VectorEpisodeSampler":  # the old name, for one release
+        from metabench.algos.maml import sampler
+
+        return getattr(sampler, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -35,7 +35,9 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.maml.baseline import LinearFeatureBaseline
+from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.algos.maml.policy import (
     BatchedGaussianActor,
     GaussianMLPPolicy,
@@ -45,11 +47,10 @@ from metabench.algos.maml.policy import (
     detached_params,
 )
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
-from metabench.algos.maml.sampler import VectorEpisodeSampler, make_maml_vec_env
 from metabench.algos.trpo import TRPOStep, flat_grad, flatten, hessian_vector_product, trpo_step
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
-from metabench.validation import check_config, check_count, option
+from metabench.validation import check_config, check_count, config_dict, option
 
 __all__ = [
     "MAMLTRPO",
@@ -333,7 +334,7 @@ class MAMLTRPO(MetaRLAlgorithm):
     :param policy: use this policy instead of building one; its spaces must match the env.
     :param vec_env: a ready vector env of ``meta_batch_size * episodes_per_task`` sub-envs with
         ``set_tasks`` (e.g. a batched MuJoCo env); ``None`` builds one with
-        :func:`~metabench.algos.maml.sampler.make_maml_vec_env`.
+        :func:`~metabench.algos.maml.collector.make_maml_vec_env`.
     :param max_episode_length: cut episodes at this length (``None``: the env ends them).
 
     Example::
@@ -403,7 +404,7 @@ class MAMLTRPO(MetaRLAlgorithm):
                 f"vec_env has {vec_env.num_envs} sub-envs, expected meta_batch_size * "
                 f"episodes_per_task = {self.meta_batch_size * self.episodes_per_task}"
             )
-        self.sampler = VectorEpisodeSampler(vec_env, self.episodes_per_task, max_episode_length)
+        self.collector = VectorEpisodeCollector(vec_env, self.episodes_per_task, max_episode_length)
         observation_space = vec_env.single_observation_space
         action_space = vec_env.single_action_space
 
@@ -436,14 +437,22 @@ class MAMLTRPO(MetaRLAlgorithm):
         episodes = 2 * self.meta_batch_size * self.episodes_per_task
         return episodes * (self.horizon or 0)
 
+    @property
+    def sampler(self) -> VectorEpisodeCollector:
+        """The old name of :attr:`collector` (goes in the next release)."""
+        return self.collector
+
     # -- named steps -------------------------------------------------------------------------
-    def sample(self, tasks: Sequence[Task], param_sets: Sequence[Params]) -> list[EpisodeBatch]:
+    def collect(self, tasks: Sequence[Task], param_sets: Sequence[Params]) -> list[EpisodeBatch]:
         """``episodes_per_task`` episodes of each task, task ``k`` acting with
         ``param_sets[k]``; one batched policy forward per time step."""
         actor = BatchedGaussianActor(
             self.policy, param_sets, self.episodes_per_task, generator=self._generator
         )
-        return self.sampler.sample(tasks, actor, seed=int(self._rng.integers(2**31 - 1)))
+        return self.collector.collect(tasks, actor, seed=int(self._rng.integers(2**31 - 1)))
+
+    sample = collect
+    """The old name of :meth:`collect` (goes in the next release)."""
 
     def process(self, episodes: EpisodeBatch) -> TaskData:
         """Loss inputs of one task's episodes (see :func:`process_episodes`)."""
@@ -562,14 +571,14 @@ class MAMLTRPO(MetaRLAlgorithm):
         tasks = self.task_sampler.sample(self.meta_batch_size, self._rng)
         start = time.perf_counter()
         meta = detached_params(self.policy.params())
-        train_episodes = self.sample(tasks, [meta] * len(tasks))
+        train_episodes = self.collect(tasks, [meta] * len(tasks))
         sampled = time.perf_counter()
         train_data = [self.process(episodes) for episodes in train_episodes]
         adapted = [
             detached_params(self.adapt(meta, data, create_graph=False)) for data in train_data
         ]
         adapted_at = time.perf_counter()
-        valid_episodes = self.sample(tasks, adapted)
+        valid_episodes = self.collect(tasks, adapted)
         sampled_again = time.perf_counter()
         valid_data = [self.process(episodes) for episodes in valid_episodes]
         step = self.meta_optimize(train_data, valid_data)
@@ -667,9 +676,60 @@ class MAMLTRPO(MetaRLAlgorithm):
 
     def close(self) -> None:
         """Close the vector env."""
-        self.sampler.vec_env.close()
+        self.collector.vec_env.close()
 
 
 def _mean_return(batches: Sequence[EpisodeBatch]) -> float:
     """Mean undiscounted episode return over all episodes of all batches."""
     return float(np.mean(np.concatenate([batch.episode_returns() for batch in batches])))
+
+
+# -- the entry point of baselines/maml-trpo.toml ---------------------------------------------------
+def _maml_defaults(spec: Benchmark) -> dict[str, Any]:
+    return config_dict(MAMLTRPOConfig())
+
+
+def _build_maml(
+    spec: Benchmark,
+    seed: int,
+    hyperparameters: dict[str, Any],
+    log_dir: str | None,
+    cpus: int | None = None,
+) -> MetaRLAlgorithm:
+    config = MAMLTRPOConfig(**hyperparameters)
+    env_kwargs = spec.train_env_kwargs(seed)
+    num_envs = config.meta_batch_size * config.episodes_per_task
+    vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
+    if spec.metaworld is not None:
+        # Meta-World: the sub-envs sharded across worker processes, one per core (at most
+        # `cpus`), each stepping its shard in a loop (the same results as in-process)
+        from metabench.vector.sharded import make_sharded_task_env
+
+        vec_env = make_sharded_task_env(spec.env_id, num_envs, n_workers=cpus, **env_kwargs)
+    elif gym.spec(spec.env_id).vector_entry_point is not None:
+        # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
+        # Python env per episode; the collector talks to both through the same API
+        # (stepped on at most `cpus` processes, the calling one included: same results)
+        kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"nthread": cpus})}
+        vec_env = gym.make_vec(
+            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+        )
+    try:
+        return MAMLTRPO(
+            spec.env_id,
+            spec.train_sampler(seed),
+            config,
+            seed=seed,
+            env_kwargs=env_kwargs,
+            vec_env=vec_env,
+        )
+    except BaseException:
+        if vec_env is not None:  # do not leak its worker processes
+            vec_env.close()
+        raise
+
+
+MAML_TRPO = Implementation(
+    _maml_defaults, _build_maml, config="metabench.algos.maml.maml:MAMLTRPOConfig"
+)
+"""MAML-TRPO on a benchmark: ``entry_point = "metabench.algos.maml:MAML_TRPO"``."""

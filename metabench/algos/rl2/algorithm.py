@@ -27,6 +27,7 @@ from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
@@ -313,3 +314,27 @@ class RL2PPO(MetaRLAlgorithm):
         if state.get("config") != config_dict(self.config):
             raise ValueError("checkpoint was written with a different RL2PPOConfig")
         self.iterations = load_training_state(self.model, self.venv, state)
+
+
+# -- the entry point of baselines/rl2-ppo.toml -----------------------------------------------------
+def _rl2_defaults(spec: Benchmark) -> dict[str, Any]:
+    return {**config_dict(RL2PPOConfig()), "episodes_per_trial": spec.episodes_per_trial}
+
+
+def _build_rl2(
+    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    return RL2PPO(
+        spec.env_id,
+        sampler=spec.train_sampler(seed),
+        config=RL2PPOConfig(**hyperparameters),
+        seed=seed,
+        env_kwargs=spec.train_env_kwargs(seed),
+        tensorboard_log=log_dir,
+    )
+
+
+RL2_PPO = Implementation(
+    _rl2_defaults, _build_rl2, config="metabench.algos.rl2.algorithm:RL2PPOConfig"
+)
+"""RL2-PPO on a benchmark: ``entry_point = "metabench.algos.rl2.algorithm:RL2_PPO"``."""

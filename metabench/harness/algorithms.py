@@ -1,0 +1,297 @@
+"""Algorithms by name: ``baselines/*.toml`` (settings, sources, profiles), each naming the
+:class:`~metabench.algos.implementation.Implementation` that builds it in its ``entry_point``.
+
+A run's hyperparameters are, in order: the implementation's defaults for the benchmark, then each
+``[benchmarks.<name or glob>]`` table of the baseline file that matches the benchmark, then the
+overrides of the run (``--set``, or a grid profile's ``set``). Every one ends up in the run's
+``config.json`` with the sources it came from; an unknown name at any layer is an error.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib
+import inspect
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.implementation import Implementation
+from metabench.harness.benchmarks import (
+    BenchmarkSpec,
+    env_kwargs_accepted,
+    load_benchmarks,
+)
+from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_line, read_specs
+from metabench.validation import Layer, config_dict, resolve_config
+
+BASELINE_SCHEMA = {
+    "description": str, "entry_point": str, "source": str, "cpus": int,
+    "benchmarks": dict, "profiles": dict,
+}  # fmt: skip
+PROFILE_SCHEMA = {"source": str, "steps": int, "set": dict, "benchmarks": dict}
+PROFILE_BENCHMARK_SCHEMA = {"source": str, "steps": int, "set": dict}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Hyperparameters (or a budget) from one table of a baseline file, with their source."""
+
+    where: str
+    source: str
+    values: dict[str, Any] = field(default_factory=dict)
+    steps: int | None = None
+    places: dict[str, str] = field(default_factory=dict)
+    """``file:line`` of each value, for errors."""
+    env: dict[str, Any] = field(default_factory=dict)
+    """Task env kwargs the algorithm's published setup adds on the benchmark (``env = {...}``)."""
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    """What a grid profile runs one algorithm on one benchmark with."""
+
+    steps: int
+    overrides: dict[str, Any]
+    sources: tuple[str, ...]
+    places: dict[str, str] = field(default_factory=dict)
+    """``file:line`` of each override, for errors."""
+
+
+@dataclass(frozen=True)
+class AlgorithmEntry:
+    """An algorithm the CLI and the harness can build: one ``baselines/*.toml`` file."""
+
+    name: str
+    description: str
+    source: str
+    entry_point: str
+    cpus: int
+    path: str
+    benchmarks: tuple[tuple[str, Setting], ...] = ()
+    """``(benchmark name or glob, setting)`` in file order; every match applies, later wins."""
+    profiles: tuple[tuple[str, Setting, tuple[tuple[str, Setting], ...]], ...] = ()
+    """``(profile, setting, per-benchmark settings)``."""
+
+    @property
+    def implementation(self) -> Implementation:
+        return load_implementation(self.entry_point, self.path)
+
+    def settings_for(self, benchmark: str) -> list[Setting]:
+        """The ``[benchmarks.*]`` tables that apply to ``benchmark``, in file order."""
+        return [s for pattern, s in self.benchmarks if fnmatch.fnmatchcase(benchmark, pattern)]
+
+    def env_kwargs(self, spec: BenchmarkSpec) -> dict[str, Any]:
+        """The task env kwargs this algorithm adds on ``spec`` (its tables' ``env``).
+
+        :raises SpecError: a kwarg the benchmark's task env does not take.
+        """
+        accepted = env_kwargs_accepted(spec.env_id)
+        merged: dict[str, Any] = {}
+        for setting in self.settings_for(spec.name):
+            for key in setting.env:
+                if accepted is not None and key not in accepted:
+                    raise SpecError(
+                        f"{setting.where}: env.{key} is not an argument of {spec.env_id}"
+                    )
+            merged.update(setting.env)
+        return merged
+
+    def sources(self, benchmark: str) -> list[str]:
+        """Where the hyperparameters of a run on ``benchmark`` come from."""
+        return [self.source, *(setting.source for setting in self.settings_for(benchmark))]
+
+    def hyperparameters(
+        self,
+        spec: BenchmarkSpec,
+        overrides: dict[str, Any],
+        where: str = "--set",
+        places: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Every hyperparameter of a run on ``spec``: defaults, the file's tables, ``overrides``
+        (set at ``where``, or per name at ``places``), each checked where it was set.
+
+        :raises ValueError: an unknown name or a bad value, saying where it was set.
+        """
+        implementation = self.implementation
+        defaults = implementation.defaults(spec)
+        layers = [Layer(defaults, f"{self.name}'s defaults")]
+        layers += [
+            Layer(setting.values, setting.where, setting.places)
+            for setting in self.settings_for(spec.name)
+        ]
+        layers.append(Layer(overrides, where, places or {}))
+        for layer in layers[1:]:
+            unknown = sorted(set(layer.values) - set(defaults))
+            if unknown:
+                raise ValueError(
+                    f"{layer.place(unknown[0])}: unknown hyperparameter(s) {', '.join(unknown)} "
+                    f"of {self.name}; valid: {', '.join(sorted(defaults))}"
+                )
+        config = implementation.config_class()
+        if config is not None:
+            values = config_dict(resolve_config(config, layers))
+        else:
+            values = {name: value for layer in layers for name, value in layer.values.items()}
+        values = implementation.check(values)
+        if implementation.check_benchmark is not None:
+            implementation.check_benchmark(spec, values)
+        return values
+
+    def build(
+        self,
+        spec: BenchmarkSpec,
+        seed: int,
+        hyperparameters: dict[str, Any],
+        log_dir: str | None,
+        cpus: int | None = None,
+    ) -> MetaRLAlgorithm:
+        """The algorithm, with at most ``cpus`` worker processes when its builder takes it."""
+        build = self.implementation.build
+        if cpus is not None and "cpus" in inspect.signature(build).parameters:
+            return build(spec, seed, hyperparameters, log_dir, cpus=cpus)
+        return build(spec, seed, hyperparameters, log_dir)
+
+    def profile(self, name: str, benchmark: str) -> ProfileSettings:
+        """The budget and overrides of profile ``name`` on ``benchmark``."""
+        for profile, setting, per_benchmark in self.profiles:
+            if profile == name:
+                matches = [s for p, s in per_benchmark if fnmatch.fnmatchcase(benchmark, p)]
+                steps, overrides = setting.steps, dict(setting.values)
+                places = dict(setting.places)
+                for match in matches:
+                    steps = match.steps if match.steps is not None else steps
+                    overrides.update(match.values)
+                    places.update(match.places)
+                if steps is None:
+                    raise SpecError(f"{self.path}: [profiles.{name}] sets no steps for {benchmark}")
+                sources = (setting.source, *(match.source for match in matches))
+                return ProfileSettings(steps, overrides, tuple(s for s in sources if s), places)
+        names = ", ".join(profile for profile, _, _ in self.profiles) or "none"
+        raise KeyError(f"{self.path} has no profile {name!r}; its profiles: {names}")
+
+
+@functools.cache
+def load_implementation(entry_point: str, path: str = "") -> Implementation:
+    """The :class:`Implementation` that ``"module:attribute"`` names.
+
+    An old ``metabench.algos.registry:<name>`` still loads, with a ``FutureWarning`` naming the
+    entry point to write instead.
+    """
+    module_name, _, attribute = entry_point.partition(":")
+    if module_name == "metabench.algos.registry":
+        from metabench.algos import registry
+
+        if attribute in registry.MOVED:
+            warnings.warn(
+                f"{path}: entry_point {entry_point!r} is deprecated and goes in the next release: "
+                f"write entry_point = {registry.MOVED[attribute]!r}",
+                FutureWarning,
+                stacklevel=2,
+            )
+            module_name, _, attribute = registry.MOVED[attribute].partition(":")
+    try:
+        implementation = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise SpecError(f"{path}: entry_point {entry_point!r} cannot be loaded ({error})") from None
+    if not isinstance(implementation, Implementation):
+        raise SpecError(
+            f"{path}: entry_point {entry_point!r} is not a "
+            f"metabench.algos.implementation.Implementation"
+        )
+    return implementation
+
+
+def _setting(spec: SpecFile, table: dict[str, Any], where: str, schema: Any = None) -> Setting:
+    """One table: ``source`` (required), ``steps`` and ``set`` for profiles, else values."""
+    if schema is None:  # a [benchmarks.*] table: hyperparameters beside the source and env
+        values = {key: value for key, value in table.items() if key not in ("source", "env")}
+        if not isinstance(table.get("source"), str):
+            raise spec.error(f'[{where}] needs source = "where these settings come from"')
+        places = {key: _place(spec, key, where) for key in values}
+        env = check_table(spec, table.get("env", {}), None, where=f"{where}.env")
+        return Setting(f"{spec.path} [{where}]", table["source"], values, places=places, env=env)
+    checked = check_table(spec, table, schema, where=where, required=("source",))
+    steps = checked.get("steps")
+    if steps is not None and steps < 1:
+        raise spec.error(f"steps must be at least 1, got {steps}", "steps", where)
+    values = check_table(spec, checked.get("set", {}), None, where=f"{where}.set")
+    place = _place(spec, "set", where)  # an inline table: its keys share the line of `set`
+    return Setting(
+        f"{spec.path} [{where}]", checked["source"], values, steps, {key: place for key in values}
+    )
+
+
+def _place(spec: SpecFile, key: str, table: str) -> str:
+    """``file:line`` where ``key`` is set in ``[table]`` (``file [table]`` if not found)."""
+    line = find_line(spec.text, key, table)
+    return f"{spec.path}:{line}" if line else f"{spec.path} [{table}]"
+
+
+def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmEntry:
+    """The :class:`AlgorithmEntry` of one ``baselines/*.toml`` file."""
+    top = check_table(
+        spec, spec.data, BASELINE_SCHEMA,
+        required=("description", "entry_point", "source", "profiles"),
+    )  # fmt: skip
+    cpus = top.get("cpus", 1)
+    if cpus < 1:
+        raise spec.error(f"cpus must be at least 1, got {cpus}", "cpus")
+    benchmarks = []
+    for pattern, table in top.get("benchmarks", {}).items():
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in benchmark_names):
+            raise spec.error(
+                f"[benchmarks.{pattern}] matches no benchmark; benchmarks: "
+                f"{', '.join(sorted(benchmark_names))}",
+                pattern,
+            )
+        benchmarks.append((pattern, _setting(spec, table, f"benchmarks.{pattern}")))
+    profiles = []
+    for profile, table in top["profiles"].items():
+        where = f"profiles.{profile}"
+        setting = _setting(spec, table, where, PROFILE_SCHEMA)
+        per_benchmark = tuple(
+            (
+                pattern,
+                _setting(spec, sub, f"{where}.benchmarks.{pattern}", PROFILE_BENCHMARK_SCHEMA),
+            )
+            for pattern, sub in check_table(
+                spec, table.get("benchmarks", {}), None, where=f"{where}.benchmarks"
+            ).items()
+        )
+        profiles.append((profile, setting, per_benchmark))
+    return AlgorithmEntry(
+        spec.name, top["description"], top["source"], top["entry_point"], cpus, spec.path,
+        tuple(benchmarks), tuple(profiles),
+    )  # fmt: skip
+
+
+@functools.cache
+def load_algorithms() -> dict[str, AlgorithmEntry]:
+    """Every algorithm of ``baselines/*.toml`` (and ``$METABENCH_SPECS``), by name."""
+    names = set(load_benchmarks())
+    return {
+        name: algorithm_from_spec(spec, names) for name, spec in read_specs("baselines").items()
+    }
+
+
+def get_algorithm(name: str) -> AlgorithmEntry:
+    """The algorithm called ``name``, or a ``KeyError`` listing the valid names."""
+    algorithms = load_algorithms()
+    try:
+        return algorithms[name]
+    except KeyError:
+        raise KeyError(
+            f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(algorithms))}"
+        ) from None
+
+
+def clear_spec_caches() -> None:
+    """Forget the loaded specs, so that the next look-up reads the files (and
+    ``$METABENCH_SPECS``) again."""
+    from metabench.harness import benchmarks
+
+    for cached in (benchmarks.load_benchmarks, benchmarks._check_env, load_algorithms):
+        cached.cache_clear()
