@@ -168,3 +168,26 @@ def test_ctrl_c_says_how_to_resume_and_exits_130(tmp_path):
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "metabench: interrupted; run the same command to resume"
     assert not run.result_path.exists() and run.load_checkpoint() is not None
+
+
+def test_ctrl_c_checkpoints_the_iteration_it_stops_at(tmp_path):
+    """With checkpoints far apart, the first Ctrl-C still leaves one: the run stops at the end
+    of the iteration it is in and writes it, so resuming loses nothing."""
+    out = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "Bandit",
+        "--algorithm", "rl2-ppo", "--steps", str(1000 * 192), "--out", str(out),
+        "--checkpoint-every", "100000",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events = out / "tensorboard" / "metabench"
+    deadline = time.monotonic() + 120
+    while not any(events.glob("events.*")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2.0)  # a few iterations in
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130
+    assert "stopping after this iteration" in err
+    state = RunDirectory(out).load_checkpoint()
+    assert state is not None and state["iteration"] >= 1

@@ -14,6 +14,7 @@ from torch.utils.tensorboard import SummaryWriter
 
 from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import atomic_write_json
+from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
@@ -97,6 +98,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
     evaluator = plan.evaluator()
     began = time.perf_counter()
     with (
+        stop_at_iteration_end(console) as stop_requested,
         SummaryWriter(str(run.tensorboard / "metabench")) as writer,
         Progress(
             TextColumn("{task.description}"),
@@ -126,7 +128,8 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
                     run.evaluations / f"iteration-{iteration:06d}.json",
                     {"iteration": iteration, "env_steps": env_steps, **periodic.to_dict()},
                 )
-            if iteration % settings.checkpoint_every == 0 or iteration == n_iterations:
+            stopping = stop_requested()
+            if iteration % settings.checkpoint_every == 0 or iteration == n_iterations or stopping:
                 run.save_checkpoint(
                     {
                         "iteration": iteration,
@@ -140,6 +143,10 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
             )
             info = "" if average is None else f"meta-train return {average:.2f}"
             progress.update(bar, completed=iteration, info=info)
+            if stopping:
+                raise KeyboardInterrupt
+        if stop_requested():
+            raise KeyboardInterrupt
         progress.update(bar, description="meta-testing", completed=max(n_iterations, 1))
         final = evaluator.evaluate(algo)
         _log_metatest(writer, final, n_iterations * per_iteration)
