@@ -89,6 +89,19 @@ class MetaRLAlgorithm(abc.ABC):
         with isolated_global_rng(seed):
             yield
 
+    @contextmanager
+    def _own_generator_streams(self, seed: int) -> Iterator[None]:
+        """:meth:`evaluation_streams` for an algorithm whose meta-test policies draw from its own
+        generator ``self._rng``: that generator is seeded from ``seed`` inside the block and
+        restored afterwards, with the global ones."""
+        saved = self._rng  # type: ignore[has-type]
+        try:
+            self._rng = np.random.default_rng(seed)
+            with MetaRLAlgorithm.evaluation_streams(self, seed):
+                yield
+        finally:
+            self._rng = saved
+
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps to continue training; algorithms that train override it."""
         return {}

@@ -15,17 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from metabench.algos.base import MetaRLAlgorithm
-from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.policy_search import (
     PolicySearch,
     Search,
     check_count,
-    check_generation,
     check_positive,
-    search_population,
+    search_implementation,
 )
-from metabench.validation import check_config, check_number, config_dict, option
+from metabench.validation import check_config, check_number, option
 
 __all__ = ["CEM", "CEMConfig", "CEMSearch"]
 
@@ -170,21 +167,5 @@ class CEM(PolicySearch):
 
 
 # -- the entry point of baselines/cem.toml ---------------------------------------------------------
-def _cem_defaults(spec: Benchmark) -> dict[str, Any]:
-    return {**config_dict(CEMConfig()), "n_samples": search_population(spec)}
-
-
-def _build_cem(
-    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
-) -> MetaRLAlgorithm:
-    env = spec.make_test_env(seed)
-    return CEM(env.action_space, env.observation_space, seed=seed, **hyperparameters)
-
-
-CEM_IMPLEMENTATION = Implementation(
-    _cem_defaults,
-    _build_cem,
-    config="metabench.algos.cem:CEMConfig",
-    check_benchmark=check_generation("CEM"),
-)
+CEM_IMPLEMENTATION = search_implementation(CEM, CEMConfig, "CEM")
 """CEM on a benchmark: ``entry_point = "metabench.algos.cem:CEM_IMPLEMENTATION"``."""

@@ -14,17 +14,14 @@ from typing import Any
 import cma
 import numpy as np
 
-from metabench.algos.base import MetaRLAlgorithm
-from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.policy_search import (
     PolicySearch,
     Search,
     check_count,
-    check_generation,
     check_positive,
-    search_population,
+    search_implementation,
 )
-from metabench.validation import check_config, config_dict, option
+from metabench.validation import check_config, option
 
 __all__ = ["CMAES", "CMAESConfig", "CMASearch"]
 
@@ -117,21 +114,5 @@ class CMAES(PolicySearch):
 
 
 # -- the entry point of baselines/cmaes.toml -------------------------------------------------------
-def _cmaes_defaults(spec: Benchmark) -> dict[str, Any]:
-    return {**config_dict(CMAESConfig()), "n_samples": search_population(spec)}
-
-
-def _build_cmaes(
-    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
-) -> MetaRLAlgorithm:
-    env = spec.make_test_env(seed)
-    return CMAES(env.action_space, env.observation_space, seed=seed, **hyperparameters)
-
-
-CMAES_IMPLEMENTATION = Implementation(
-    _cmaes_defaults,
-    _build_cmaes,
-    config="metabench.algos.cmaes:CMAESConfig",
-    check_benchmark=check_generation("CMA-ES"),
-)
+CMAES_IMPLEMENTATION = search_implementation(CMAES, CMAESConfig, "CMA-ES")
 """CMA-ES on a benchmark: ``entry_point = "metabench.algos.cmaes:CMAES_IMPLEMENTATION"``."""

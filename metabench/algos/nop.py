@@ -8,8 +8,6 @@ difference between its exploration and test episodes comes from the env alone.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -133,17 +131,8 @@ class NOP(MetaRLAlgorithm):
         self.n_iterations += check_count("n_iterations", n_iterations, 0)
         return {}
 
-    @contextmanager
-    def evaluation_streams(self, seed: int) -> Iterator[None]:
-        """Exploration policies seeded from ``seed`` inside the block; this algorithm's own
-        generator (and the global ones) are restored afterwards."""
-        saved = self._rng
-        try:
-            self._rng = np.random.default_rng(seed)
-            with super().evaluation_streams(seed):
-                yield
-        finally:
-            self._rng = saved
+    # exploration policies draw from self._rng: seeded per meta-test, restored afterwards
+    evaluation_streams = MetaRLAlgorithm._own_generator_streams
 
     def get_exploration_policy(self) -> NOPPolicy:
         return NOPPolicy(self.action_space, self.action, self._rng)

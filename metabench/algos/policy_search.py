@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import abc
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -40,9 +39,9 @@ import numpy as np
 from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.implementation import Benchmark
+from metabench.algos.implementation import Benchmark, Implementation
 from metabench.data import EpisodeBatch
-from metabench.validation import check_count, check_number
+from metabench.validation import check_count, check_number, config_dict
 from metabench.wrappers import RL2Env
 
 __all__ = [
@@ -304,17 +303,8 @@ class PolicySearch(MetaRLAlgorithm):
             )
         return RL2Env(env)
 
-    @contextmanager
-    def evaluation_streams(self, seed: int) -> Iterator[None]:
-        """Exploration policies seeded from ``seed`` inside the block; this algorithm's own
-        generator (and the global ones) are restored afterwards."""
-        saved = self._rng
-        try:
-            self._rng = np.random.default_rng(seed)
-            with super().evaluation_streams(seed):
-                yield
-        finally:
-            self._rng = saved
+    # exploration policies draw from self._rng: seeded per meta-test, restored afterwards
+    evaluation_streams = MetaRLAlgorithm._own_generator_streams
 
     def get_exploration_policy(self) -> SearchPolicy:
         """A new search, seeded from this algorithm's generator, as a policy."""
@@ -362,3 +352,25 @@ def check_generation(name: str) -> Callable[[Benchmark, dict[str, Any]], None]:
             )
 
     return check
+
+
+def search_implementation(algorithm: type[PolicySearch], config: type, name: str) -> Implementation:
+    """The entry point of a policy search's baseline file: its config's defaults with a
+    population sized to the benchmark, built on the meta-test env's spaces, and refused where
+    one generation does not fit the exploration episodes."""
+
+    def defaults(spec: Benchmark) -> dict[str, Any]:
+        return {**config_dict(config()), "n_samples": search_population(spec)}
+
+    def build(
+        spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+    ) -> MetaRLAlgorithm:
+        env = spec.make_test_env(seed)
+        return algorithm(env.action_space, env.observation_space, seed=seed, **hyperparameters)
+
+    return Implementation(
+        defaults,
+        build,
+        config=f"{config.__module__}:{config.__qualname__}",
+        check_benchmark=check_generation(name),
+    )
