@@ -7,7 +7,8 @@ runs against it: ``--save-ratios FILE`` / ``--compare-ratios FILE`` (see the REA
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import textwrap
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,3 +54,25 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if path is not None and _SAVED:  # update the ratios measured, keep the others
         saved = json.loads(path.read_text()) if path.exists() else {}
         atomic_write_json(path, dict(sorted({**saved, **_SAVED}.items())))
+
+
+@pytest.fixture
+def user_specs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str, str], Path]]:
+    """A folder of extra specs (``METABENCH_SPECS``), read instead of the cached ones; returns
+    a writer of files into it."""
+    from metabench.harness.algorithms import clear_spec_caches
+
+    monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
+    clear_spec_caches()
+
+    def write(relative: str, text: str) -> Path:
+        path = tmp_path / "specs" / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    yield write
+    monkeypatch.delenv("METABENCH_SPECS")
+    clear_spec_caches()

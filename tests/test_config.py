@@ -2,7 +2,6 @@
 
 import json
 import math
-import textwrap
 from dataclasses import FrozenInstanceError
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
 from metabench.algos.rl2.algorithm import RL2PPOConfig
 from metabench.cli import main
-from metabench.harness.algorithms import clear_spec_caches, get_algorithm
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
@@ -152,22 +151,6 @@ def test_cli_set_errors_are_one_line(algo, setting, message, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("metabench: error: ")
     assert message in err[0]
     assert not out.exists()
-
-
-@pytest.fixture
-def user_specs(tmp_path, monkeypatch):
-    monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
-    clear_spec_caches()
-
-    def write(relative: str, text: str) -> Path:
-        path = tmp_path / "specs" / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-        return path
-
-    yield write
-    monkeypatch.delenv("METABENCH_SPECS")
-    clear_spec_caches()
 
 
 MAML_SPEC = """\

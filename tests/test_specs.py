@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -21,23 +20,6 @@ from metabench.harness.grid import plan
 from metabench.harness.specfiles import SpecError, find_line
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def user_specs(tmp_path, monkeypatch):
-    """A folder of extra specs, read instead of the cached ones; returns a file writer."""
-    monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
-    clear_spec_caches()
-
-    def write(relative: str, text: str) -> Path:
-        path = tmp_path / "specs" / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-        return path
-
-    yield write
-    monkeypatch.delenv("METABENCH_SPECS")
-    clear_spec_caches()
 
 
 BANDIT5 = """\
