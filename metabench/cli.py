@@ -361,7 +361,7 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "bench":
         from metabench.harness.executors import make_executor
         from metabench.harness.grid import plan, run_grid
-        from metabench.harness.report import grid_table, make_console
+        from metabench.harness.report import grid_tables, make_console
         from metabench.harness.run import RunError, make_writable_folder
 
         console = make_console()
@@ -375,7 +375,8 @@ def _run(args: argparse.Namespace) -> None:
         finally:
             executor.close()
         _, summaries = write_tables(args.results, None)
-        console.print(grid_table(summaries, title=f"metabench bench --profile {args.profile}"))
+        for table in grid_tables(summaries, title=f"metabench bench --profile {args.profile}"):
+            console.print(table)
         console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")
         if any(error is not None for error in outcome.values()):
             raise RunError("some cells failed: see the list above")

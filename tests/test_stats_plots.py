@@ -13,10 +13,12 @@ from typing import Any
 import numpy as np
 import pytest
 from matplotlib.image import imread
+from rich.console import Console
 from scipy import stats
 
 from metabench.evaluation import MetaTestResult, TaskResult
 from metabench.harness import plots
+from metabench.harness.report import grid_tables
 from metabench.harness.stats import (
     MIN_SEEDS_FOR_IQM,
     bootstrap_ci,
@@ -218,6 +220,29 @@ def test_pre_adaptation_return_gain_and_test_task_noise() -> None:
     assert summary.task_noise == pytest.approx(np.mean(widths))
     row = next(line for line in summary_markdown([summary]).splitlines() if line.startswith("| x"))
     assert f"| {summary.task_noise:.2f} |" in row
+
+
+def test_grid_tables_one_per_benchmark_best_first_with_pre_post_and_gain() -> None:
+    tasks = {"slow": [[-9.0, -5.0]], "fast": [[-4.0, 0.0]]}
+    runs = [
+        make_result(benchmark, algorithm, seed, tasks[algorithm], n_exploration_eps=1)
+        for benchmark in ("Vel", "Dir")
+        for algorithm in ("slow", "fast")
+        for seed in (0, 1)
+    ]
+    tables = grid_tables(summarize(runs), "quick")
+    assert [table.title for table in tables] == ["Dir: quick", "Vel: quick"]
+    console = Console(width=200, record=True)
+    for table in tables:
+        console.print(table)
+    lines = console.export_text().splitlines()
+    rows = [[cell.strip() for cell in line.split("│")[1:-1]] for line in lines if "│" in line]
+    assert [row[0] for row in rows] == ["fast", "slow", "fast", "slow"]
+    # pre -4, post 0, gain +4, the same on both seeds: an interval without width
+    assert rows[0][4:] == ["-4.0", "0.0", "[0.0, 0.0]", "+4.0", "[4.0, 4.0]"]
+    assert rows[1][4:] == ["-9.0", "-5.0", "[-5.0, -5.0]", "+4.0", "[4.0, 4.0]"]
+    assert "success" not in console.export_text()  # no benchmark here reports success
+    assert tables[-1].caption is not None and "multitask" in str(tables[-1].caption)
 
 
 def test_success_is_the_fraction_of_test_episodes_as_metaworld_counts_it() -> None:

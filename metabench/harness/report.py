@@ -48,40 +48,59 @@ def _mean(interval: Interval | None) -> float | None:
     return None if interval is None else interval.mean
 
 
-def grid_table(summaries: Sequence[Summary], title: str) -> Table:
-    """Post-adaptation return (and success) per benchmark and algorithm, the mean over seeds,
-    beside the budget and wall time of the runs."""
-    table = Table(title=title)
-    columns = (
-        "benchmark", "algorithm", "seeds", "env steps", "wall time",
-        "pre-adaptation", "post-adaptation [95% CI]", "gain", "success",
-    )  # fmt: skip
-    for name in columns:
-        table.add_column(name, justify="left" if name in ("benchmark", "algorithm") else "right")
-    for summary in summaries:
-        success, post = summary.test_success, summary.test_return
-        interval = (
-            f" [{format_number(post.low)}, {format_number(post.high)}]"
-            if math.isfinite(post.low)
-            else ""
+def _interval(interval: Interval | None) -> str:
+    if interval is None or not math.isfinite(interval.low):
+        return ""
+    return f"[{format_number(interval.low, 1)}, {format_number(interval.high, 1)}]"
+
+
+GRID_TABLE_CAPTION = (
+    "Means over seeds with 95% bootstrap intervals over seeds. pre-adapt: return of the "
+    "exploration episodes; post-adapt: of the test episodes after adapt_policy; gain: post minus "
+    "pre. An algorithm adapts when its gain is above 0; adapting pays when its post-adapt return "
+    "beats multitask (the best policy that does not adapt) and nop (zero actions)."
+)
+
+
+def grid_tables(summaries: Sequence[Summary], title: str) -> list[Table]:
+    """One table per benchmark: pre- and post-adaptation return and the gain per algorithm
+    (success too where the benchmark has it), best post-adaptation return first, beside each
+    algorithm's budget and wall time."""
+    tables = []
+    for benchmark in dict.fromkeys(summary.benchmark for summary in summaries):
+        rows = sorted(
+            (summary for summary in summaries if summary.benchmark == benchmark),
+            key=lambda summary: -summary.test_return.mean,
         )
-        table.add_row(
-            summary.benchmark,
-            summary.algorithm,
-            str(summary.n_seeds),
-            f"{summary.env_steps:,.0f}",
-            f"{summary.wall_time_s / 60:.1f} min",
-            format_number(_mean(summary.pre_return)),
-            format_number(post.mean) + interval,
-            format_number(_mean(summary.adaptation_gain)),
-            "n/a" if success is None else format_number(success.mean),
-        )
-    table.caption = (
-        "meta-test return of the exploration episodes (pre-adaptation) and of the test episodes "
-        "after adapt_policy (post-adaptation, with a 95% bootstrap interval over seeds), the gain "
-        "between them, and the success rate; means over seeds"
-    )
-    return table
+        with_success = any(summary.test_success is not None for summary in rows)
+        table = Table(title=f"{benchmark}: {title}")
+        columns = (
+            "algorithm", "seeds", "env steps", "wall time", "pre-adapt", "post-adapt", "95% CI",
+            "gain", "95% CI", *(("success",) if with_success else ()),
+        )  # fmt: skip
+        for name in columns:
+            table.add_column(name, justify="left" if name == "algorithm" else "right")
+        for summary in rows:
+            gain = summary.adaptation_gain
+            row = [
+                summary.algorithm,
+                str(summary.n_seeds),
+                f"{summary.env_steps:,.0f}",
+                f"{summary.wall_time_s / 60:.1f} min",
+                format_number(_mean(summary.pre_return), 1),
+                format_number(summary.test_return.mean, 1),
+                _interval(summary.test_return),
+                "n/a" if gain is None else f"{gain.mean:+.1f}",
+                _interval(gain),
+            ]
+            if with_success:
+                success = summary.test_success
+                row.append("n/a" if success is None else format_number(success.mean))
+            table.add_row(*row)
+        tables.append(table)
+    if tables:
+        tables[-1].caption = GRID_TABLE_CAPTION
+    return tables
 
 
 def specs_tables() -> tuple[Table, ...]:

@@ -74,6 +74,11 @@ class RL2PPOConfig:
     reward_scale: float = option(
         1.0, "multiplies the reward in the RL2 observation (Meta-World uses 0.1)", low=0.0
     )
+    log_std_init: float = option(
+        0.0,
+        "initial log standard deviation of the Gaussian policy, in the [-1, 1] action space SB3 "
+        "acts in (garage: init_std 1.0, i.e. 0.0)",
+    )
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
     processes: bool = option(False, "step sub-envs in worker processes")
     value_baseline: Literal["critic", "linear"] = option(
@@ -240,6 +245,7 @@ class RL2PPO(MetaRLAlgorithm):
         policy_kwargs: dict[str, Any] = {
             "lstm_hidden_size": config.hidden_size,
             "net_arch": {"pi": [], "vf": []},
+            "log_std_init": config.log_std_init,
         }
         if linear:
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
