@@ -1,15 +1,20 @@
-"""MAML-TRPO (Finn et al. 2017) in PyTorch: functional Gaussian policy, vectorised episode
-collector, linear feature baseline and a TRPO outer loop (:mod:`metabench.algos.trpo`)."""
+"""MAML (Finn et al. 2017) in PyTorch: functional Gaussian policy, vectorised episode collector,
+linear feature baseline, a VPG, PPO or TRPO loss, and a TRPO (:mod:`metabench.algos.trpo`) or
+Adam outer loop: garage's MAML-TRPO, MAML-PPO and MAML-VPG."""
 
 from typing import Any
 
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
+from metabench.algos.maml.config import MAMLConfig, MAMLTRPOConfig
+from metabench.algos.maml.losses import POLICY_GRADIENT_LOSSES, policy_gradient_loss
 from metabench.algos.maml.maml import (
+    MAML,
+    MAML_PPO,
     MAML_TRPO,
+    MAML_VPG,
     MAMLTRPO,
     MAMLIterationStats,
-    MAMLTRPOConfig,
     OldOutputs,
     TaskData,
     adapt,
@@ -19,6 +24,7 @@ from metabench.algos.maml.maml import (
     old_outputs,
     process_episodes,
 )
+from metabench.algos.maml.outer import AdamStep, adam_step
 from metabench.algos.maml.policy import (
     BatchedGaussianActor,
     GaussianMLPPolicy,
@@ -28,17 +34,24 @@ from metabench.algos.maml.policy import (
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
 
 __all__ = [
+    "MAML",
     "MAMLTRPO",
+    "MAML_PPO",
     "MAML_TRPO",
+    "MAML_VPG",
+    "POLICY_GRADIENT_LOSSES",
+    "AdamStep",
     "BatchedGaussianActor",
     "GaussianMLPPolicy",
     "GaussianPolicy",
     "LinearFeatureBaseline",
+    "MAMLConfig",
     "MAMLIterationStats",
     "MAMLTRPOConfig",
     "OldOutputs",
     "TaskData",
     "VectorEpisodeCollector",
+    "adam_step",
     "adapt",
     "check_policy_spaces",
     "discounted_returns",
@@ -48,6 +61,7 @@ __all__ = [
     "make_maml_vec_env",
     "meta_loss",
     "old_outputs",
+    "policy_gradient_loss",
     "process_episodes",
 ]
 

@@ -1,22 +1,27 @@
-"""MAML-TRPO (Finn et al. 2017, "Model-Agnostic Meta-Learning", section 3.3 and 5.3).
+"""MAML (Finn et al. 2017, "Model-Agnostic Meta-Learning", sections 3.3 and 5.3) for RL, with a
+choice of inner loss and meta-optimiser (garage's torch ``MAML(inner_algo, meta_optimizer)``).
 
 One meta-iteration, in garage's named steps:
 
-1. :meth:`MAMLTRPO.sample` episodes of every task of a meta-batch with the meta-parameters;
-2. :func:`adapt`: ``num_grad_updates`` SGD steps on the vanilla policy-gradient :func:`inner_loss`
-   of those episodes, giving one adapted parameter set per task;
-3. sample again with each task's adapted parameters;
-4. :func:`meta_loss`: the TRPO surrogate of the post-adaptation policies on those episodes, as a
+1. :meth:`MAML.collect` episodes of every task of a meta-batch with the meta-parameters;
+2. :func:`adapt`: ``num_grad_updates`` SGD steps on the :func:`inner_loss` of those episodes
+   (``inner_loss``: ``"vpg"``, ``"trpo"`` or ``"ppo"``, see :mod:`~metabench.algos.maml.losses`),
+   giving one adapted parameter set per task;
+3. collect again with each task's adapted parameters;
+4. :func:`meta_loss`: the ``outer_loss`` of the post-adaptation policies on those episodes, as a
    function of the meta-parameters *through* the adaptation (second-order unless
-   ``first_order``), constrained by the mean :func:`kl` between old and new post-adaptation
-   policies;
-5. :meth:`MAMLTRPO.meta_optimize`: one :func:`~metabench.algos.trpo.trpo_step`.
+   ``first_order``); with a TRPO step it is constrained by the mean :func:`kl` between old and
+   new post-adaptation policies;
+5. :meth:`MAML.meta_optimize`: one :func:`~metabench.algos.trpo.trpo_step`
+   (``outer_optimizer="trpo"``, MAML-TRPO) or ``outer_epochs`` Adam steps
+   (``outer_optimizer="adam"``, garage's MAML-PPO and MAML-VPG).
 
 Inner steps all use the same pre-update episodes. garage and pytorch-maml-rl resample between
 inner steps during meta-training, but at meta-test :meth:`adapt_policy` receives one batch of
 exploration episodes, so training the inner loop the way it is tested keeps the two identical
 (with one inner step, the default, there is no difference). Later steps are then slightly
-off-policy; the vanilla gradient ignores that, as garage's evaluator did.
+off-policy; the ``"vpg"`` inner loss ignores that, as garage's evaluator did, the ratio losses
+weigh each step by ``pi / pi_pre-update``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
+from metabench.algos.maml.config import MAMLConfig, MAMLTRPOConfig
+from metabench.algos.maml.losses import policy_gradient_loss
+from metabench.algos.maml.outer import AdamStep, OuterStep, adam_step
 from metabench.algos.maml.policy import (
     BatchedGaussianActor,
     GaussianMLPPolicy,
@@ -50,10 +58,15 @@ from metabench.algos.maml.returns import discounted_returns, gae_advantages
 from metabench.algos.trpo import TRPOStep, flat_grad, flatten, hessian_vector_product, trpo_step
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
-from metabench.validation import check_config, check_count, config_dict, option
+from metabench.validation import check_count, config_dict
 
 __all__ = [
+    "MAML",
     "MAMLTRPO",
+    "MAML_PPO",
+    "MAML_TRPO",
+    "MAML_VPG",
+    "MAMLConfig",
     "MAMLIterationStats",
     "MAMLTRPOConfig",
     "OldOutputs",
@@ -134,12 +147,25 @@ class OldOutputs(NamedTuple):
 
 # -- the named steps as functions ----------------------------------------------------------------
 def inner_loss(
-    policy: GaussianMLPPolicy, params: Mapping[str, torch.Tensor], data: TaskData
+    policy: GaussianMLPPolicy,
+    params: Mapping[str, torch.Tensor],
+    data: TaskData,
+    loss: str = "vpg",
+    old_log_likelihood: torch.Tensor | None = None,
+    clip_range: float = 0.5,
 ) -> torch.Tensor:
-    """The vanilla policy-gradient loss ``-mean_t(log pi(a_t|s_t) * A_t)`` (REINFORCE with a
-    baseline; garage's ``VPG`` is MAML's inner algorithm), averaged over every real step."""
+    """The inner algorithm's loss of ``params`` on ``data``, averaged over every real step.
+
+    ``"vpg"`` (the default, garage's ``VPG``, MAML's inner algorithm) is
+    ``-mean_t(log pi(a_t|s_t) * A_t)``; ``"trpo"`` and ``"ppo"`` weigh by the ratio to the
+    policy that collected ``data``, whose log-likelihood is ``old_log_likelihood``
+    (see :func:`~metabench.algos.maml.losses.policy_gradient_loss`)."""
     log_likelihood = policy.log_likelihood(data.observations, data.actions, params)
-    return -(log_likelihood * data.advantages).mean()
+    if loss == "vpg":
+        return -(log_likelihood * data.advantages).mean()
+    return policy_gradient_loss(
+        loss, log_likelihood, data.advantages, old_log_likelihood, clip_range
+    )
 
 
 def adapt(
@@ -149,6 +175,8 @@ def adapt(
     inner_lr: float,
     num_grad_updates: int,
     create_graph: bool,
+    loss: str = "vpg",
+    clip_range: float = 0.5,
 ) -> Params:
     """``num_grad_updates`` SGD steps ``params <- params - inner_lr * grad inner_loss(params)``.
 
@@ -158,6 +186,9 @@ def adapt(
     first-order approximation (FOMAML). Parameters that do not require grad (a detached
     meta-test copy) are made to, so that the inner gradient exists.
 
+    With a ratio ``loss`` (``"trpo"``, ``"ppo"``) every step's ratio is to the policy at
+    ``params``, frozen: the one that collected ``data`` (garage keeps its old policy there too).
+
     :raises ValueError: if ``num_grad_updates < 1`` or ``inner_lr <= 0``.
     """
     _check_inner(inner_lr, num_grad_updates)
@@ -165,9 +196,13 @@ def adapt(
         name: tensor if tensor.requires_grad else tensor.detach().requires_grad_()
         for name, tensor in params.items()
     }
+    old_log_likelihood = None
+    if loss != "vpg":
+        with torch.no_grad():
+            old_log_likelihood = policy.log_likelihood(data.observations, data.actions, current)
     for _ in range(num_grad_updates):
-        loss = inner_loss(policy, current, data)
-        grads = torch.autograd.grad(loss, list(current.values()), create_graph=create_graph)
+        value = inner_loss(policy, current, data, loss, old_log_likelihood, clip_range)
+        grads = torch.autograd.grad(value, list(current.values()), create_graph=create_graph)
         current = {
             name: tensor - inner_lr * grad
             for (name, tensor), grad in zip(current.items(), grads, strict=True)
@@ -193,21 +228,35 @@ def meta_loss(
     adapted: Sequence[Params],
     valid_data: Sequence[TaskData],
     old: Sequence[OldOutputs],
+    loss: str = "trpo",
+    clip_range: float = 0.5,
 ) -> torch.Tensor:
-    """The TRPO surrogate ``-mean_t(pi_new(a|s) / pi_old(a|s) * A_t)``, averaged over tasks.
+    """The ``loss`` of the post-adaptation policies, averaged over tasks: by default the TRPO
+    surrogate ``-mean_t(pi_new(a|s) / pi_old(a|s) * A_t)``.
 
     ``pi_new`` is each task's adapted policy as a function of the meta-parameters; ``pi_old`` is
     the same policy frozen when the episodes were collected, so the ratio is 1 at the start of
-    the update and its gradient is the post-adaptation policy gradient.
+    the update and its gradient is the post-adaptation policy gradient. ``"ppo"`` clips the
+    ratio to ``1 +- clip_range``; ``"vpg"`` is ``-mean_t(log pi_new(a|s) * A_t)``.
     """
     losses = []
     for params, data, frozen in zip(adapted, valid_data, old, strict=True):
         new_log_likelihood = policy.log_likelihood(data.observations, data.actions, params)
+        if loss == "vpg":
+            losses.append(-(new_log_likelihood * data.advantages).mean())
+            continue
         old_log_likelihood = (
             Normal(frozen.mean, frozen.log_std.exp()).log_prob(data.actions).sum(-1)
         )
-        ratio = torch.exp(new_log_likelihood - old_log_likelihood)
-        losses.append(-(ratio * data.advantages).mean())
+        if loss == "trpo":
+            ratio = torch.exp(new_log_likelihood - old_log_likelihood)
+            losses.append(-(ratio * data.advantages).mean())
+            continue
+        losses.append(
+            policy_gradient_loss(
+                loss, new_log_likelihood, data.advantages, old_log_likelihood, clip_range
+            )
+        )
     return torch.stack(losses).mean()
 
 
@@ -240,75 +289,50 @@ def _check_inner(inner_lr: float, num_grad_updates: int) -> None:
 
 # -- the algorithm -------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
-class MAMLTRPOConfig:
-    """Every MAML-TRPO hyperparameter in one place, with its default, range and documentation.
-
-    Defaults are garage's MAML-TRPO benchmark against ProMP (see ``REFERENCE.md``): meta-batch
-    40, 20 episodes per task, inner lr 0.1, one inner step, max KL 0.01, discount 0.99, GAE
-    lambda 1.0, a 100-100 tanh policy; CG and line search follow pytorch-maml-rl.
-    """
-
-    meta_batch_size: int = option(40, "tasks per meta-iteration", low=1)
-    episodes_per_task: int = option(
-        20, "episodes per task and sampling pass (inner and outer batch)", low=1
-    )
-    inner_lr: float = option(0.1, "step size of the inner SGD", low=0.0, low_open=True)
-    num_grad_updates: int = option(
-        1, "inner SGD steps (also used by adapt_policy at meta-test)", low=1
-    )
-    first_order: bool = option(False, "drop the second-order term of the meta-gradient (FOMAML)")
-    discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
-    gae_lambda: float = option(1.0, "GAE lambda", low=0.0, high=1.0)
-    max_kl: float = option(0.01, "TRPO trust-region radius", low=0.0, low_open=True)
-    cg_iters: int = option(10, "conjugate-gradient iterations", low=1)
-    cg_damping: float = option(1e-5, "damping added to the Fisher-vector products", low=0.0)
-    ls_steps: int = option(15, "line-search fractions tried", low=1)
-    ls_ratio: float = option(
-        0.8, "line-search shrink factor", low=0.0, high=1.0, low_open=True, high_open=True
-    )
-    hidden_sizes: tuple[int, ...] = option(
-        (100, 100), "hidden layers of the tanh policy (a list of widths)", low=1
-    )
-    init_std: float = option(1.0, "initial action std of the policy (garage: 1.0)", low=0.0,
-                             low_open=True)  # fmt: skip
-
-    def __post_init__(self) -> None:
-        check_config(self)
-
-
-@dataclasses.dataclass(frozen=True)
 class MAMLIterationStats:
-    """What one meta-iteration did (logged, and returned by :meth:`MAMLTRPO.train`).
+    """What one meta-iteration did (logged, and returned by :meth:`MAML.train`).
 
     :param iteration: 0-based index over the algorithm's lifetime.
     :param pre_update_return: mean undiscounted return with the meta-parameters.
     :param post_update_return: mean undiscounted return with the adapted parameters.
-    :param trpo: the outer step's record (accepted, reason, losses, KL, step fraction).
+    :param outer: the meta-optimiser's record: a :class:`~metabench.algos.trpo.TRPOStep`
+        (accepted, reason, losses, KL, step fraction) or an
+        :class:`~metabench.algos.maml.outer.AdamStep`.
     :param time_sampling: seconds stepping envs (both sampling passes).
     :param time_adaptation: seconds fitting baselines and adapting for the second pass.
-    :param time_outer_update: seconds in the meta-gradient, CG and line search.
+    :param time_outer_update: seconds in the meta-gradient and the meta-optimiser.
     :param env_steps: environment steps taken this iteration.
     """
 
     iteration: int
     pre_update_return: float
     post_update_return: float
-    trpo: TRPOStep
+    outer: OuterStep
     time_sampling: float
     time_adaptation: float
     time_outer_update: float
     env_steps: int
 
+    @property
+    def trpo(self) -> OuterStep:
+        """The old name of :attr:`outer` (MAML-TRPO's record)."""
+        return self.outer
+
+    @property
+    def outer_name(self) -> str:
+        """``"trpo"`` or ``"adam"``: the prefix of the outer step's numbers."""
+        return "adam" if isinstance(self.outer, AdamStep) else "trpo"
+
     def as_dict(self) -> dict[str, Any]:
         """A flat dict, for loggers and result files."""
         flat = dataclasses.asdict(self)
-        trpo = flat.pop("trpo")
-        return {**flat, **{f"trpo_{key}": value for key, value in trpo.items()}}
+        outer = flat.pop("outer")
+        return {**flat, **{f"{self.outer_name}_{key}": value for key, value in outer.items()}}
 
     def metrics(self) -> dict[str, float]:
-        """The numbers of :meth:`as_dict` as ``metatrain/<name>`` (what :meth:`MAMLTRPO.train`
+        """The numbers of :meth:`as_dict` as ``metatrain/<name>`` (what :meth:`MAML.train`
         returns): ``iteration``, ``pre_update_return``, ``post_update_return``, the ``trpo_*``
-        numbers, the ``time_*`` seconds and ``env_steps``."""
+        (or ``adam_*``) numbers, the ``time_*`` seconds and ``env_steps``."""
         return {
             f"metatrain/{key}": float(value)
             for key, value in self.as_dict().items()
@@ -316,17 +340,18 @@ class MAMLIterationStats:
         }
 
 
-class MAMLTRPO(MetaRLAlgorithm):
-    """MAML with a vanilla-policy-gradient inner loop and a TRPO outer loop.
+class MAML(MetaRLAlgorithm):
+    """MAML with a policy-gradient inner loop and a TRPO or Adam outer loop.
 
-    The hyperparameters, their defaults (garage's MAML-TRPO benchmark against ProMP) and ranges
-    are the fields of :class:`MAMLTRPOConfig`.
+    The hyperparameters, their defaults (MAML-TRPO's: garage's MAML-TRPO benchmark against
+    ProMP) and ranges are the fields of :class:`MAMLConfig`; ``inner_loss``, ``outer_loss`` and
+    ``outer_optimizer`` make it garage's MAML-TRPO, MAML-PPO or MAML-VPG.
 
     :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a factory of task envs.
     :param task_sampler: where meta-batches come from; ``None``: the task env's
         ``sample_tasks``. Its ``check_batch_size(meta_batch_size)`` must pass.
-    :param config: the hyperparameters (:class:`MAMLTRPOConfig`); ``None``: the defaults.
-    :param hyperparameters: fields of :class:`MAMLTRPOConfig` to change (``inner_lr=0.05``), over
+    :param config: the hyperparameters (:class:`MAMLConfig`); ``None``: the defaults.
+    :param hyperparameters: fields of :class:`MAMLConfig` to change (``inner_lr=0.05``), over
         ``config``.
     :param seed: seeds the policy initialisation, task sampling, env resets and action noise;
         no global random state is touched.
@@ -340,7 +365,7 @@ class MAMLTRPO(MetaRLAlgorithm):
     Example::
 
         >>> import metabench
-        >>> algo = MAMLTRPO("metabench/PointGoal-v0", meta_batch_size=2, episodes_per_task=2,
+        >>> algo = MAML("metabench/PointGoal-v0", meta_batch_size=2, episodes_per_task=2,
         ...                 hidden_sizes=(8,), env_kwargs={"horizon": 5})
         >>> stats = algo.train(1)
         >>> stats["metatrain/env_steps"], algo.history[-1].env_steps
@@ -351,7 +376,7 @@ class MAMLTRPO(MetaRLAlgorithm):
         self,
         env: str | Callable[..., gym.Env[Any, Any]],
         task_sampler: TaskSampler | None = None,
-        config: MAMLTRPOConfig | None = None,
+        config: MAMLConfig | None = None,
         *,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
@@ -360,7 +385,7 @@ class MAMLTRPO(MetaRLAlgorithm):
         max_episode_length: int | None = None,
         **hyperparameters: Any,
     ) -> None:
-        config = config or MAMLTRPOConfig()
+        config = config or MAMLConfig()
         if hyperparameters:
             config = dataclasses.replace(config, **hyperparameters)
         self.config = config
@@ -429,6 +454,11 @@ class MAMLTRPO(MetaRLAlgorithm):
         self._eval_generator = torch.Generator().manual_seed(int(seeds[2].generate_state(1)[0]))
         self.iteration = 0
         self.history: list[MAMLIterationStats] = []
+        self._outer_optimizer: torch.optim.Adam | None = None
+        if config.outer_optimizer == "adam":
+            self._outer_optimizer = torch.optim.Adam(
+                self.policy.parameters(), lr=config.outer_lr, eps=config.adam_eps
+            )
 
     @property
     def steps_per_iteration(self) -> int:  # type: ignore[override]
@@ -459,8 +489,21 @@ class MAMLTRPO(MetaRLAlgorithm):
         return process_episodes(episodes, self.discount, self.gae_lambda, self.policy.dtype)
 
     def inner_loss(self, params: Mapping[str, torch.Tensor], data: TaskData) -> torch.Tensor:
-        """See :func:`inner_loss`."""
-        return inner_loss(self.policy, params, data)
+        """:func:`inner_loss` at ``params``, its ratios (if any) to the policy at ``params``."""
+        old_log_likelihood = None
+        if self.config.inner_loss != "vpg":
+            with torch.no_grad():
+                old_log_likelihood = self.policy.log_likelihood(
+                    data.observations, data.actions, params
+                )
+        return inner_loss(
+            self.policy,
+            params,
+            data,
+            self.config.inner_loss,
+            old_log_likelihood,
+            self.config.clip_range,
+        )
 
     def adapt(
         self, params: Mapping[str, torch.Tensor], data: TaskData, create_graph: bool | None = None
@@ -469,7 +512,16 @@ class MAMLTRPO(MetaRLAlgorithm):
         ``create_graph`` defaults to ``not first_order``."""
         if create_graph is None:
             create_graph = not self.first_order
-        return adapt(self.policy, params, data, self.inner_lr, self.num_grad_updates, create_graph)
+        return adapt(
+            self.policy,
+            params,
+            data,
+            self.inner_lr,
+            self.num_grad_updates,
+            create_graph,
+            loss=self.config.inner_loss,
+            clip_range=self.config.clip_range,
+        )
 
     def meta_loss(
         self,
@@ -477,8 +529,10 @@ class MAMLTRPO(MetaRLAlgorithm):
         valid_data: Sequence[TaskData],
         old: Sequence[OldOutputs],
     ) -> torch.Tensor:
-        """See :func:`meta_loss`."""
-        return meta_loss(self.policy, adapted, valid_data, old)
+        """:func:`meta_loss` with this algorithm's ``outer_loss``."""
+        return meta_loss(
+            self.policy, adapted, valid_data, old, self.config.outer_loss, self.config.clip_range
+        )
 
     def kl(
         self,
@@ -490,6 +544,53 @@ class MAMLTRPO(MetaRLAlgorithm):
         return kl(self.policy, adapted, valid_data, old)
 
     def meta_optimize(
+        self, train_data: Sequence[TaskData], valid_data: Sequence[TaskData]
+    ) -> OuterStep:
+        """One outer step on the meta-parameters (in place): :meth:`trpo_optimize` or
+        :meth:`adam_optimize`, as ``outer_optimizer`` says."""
+        if self.config.outer_optimizer == "adam":
+            return self.adam_optimize(train_data, valid_data)
+        return self.trpo_optimize(train_data, valid_data)
+
+    def adam_optimize(
+        self, train_data: Sequence[TaskData], valid_data: Sequence[TaskData]
+    ) -> AdamStep:
+        """``outer_epochs`` Adam steps on the meta-loss (garage's MAML-PPO and MAML-VPG).
+
+        Each step re-adapts from the current meta-parameters (with ``create_graph`` unless
+        ``first_order``); the old post-adaptation policies stay the ones that collected
+        ``valid_data``, so PPO's ratio moves away from 1 (and its clipping acts) from the second
+        epoch on.
+        """
+        assert self._outer_optimizer is not None
+        old: list[OldOutputs] = []
+
+        def loss_at(epoch: int) -> torch.Tensor:
+            adapted = [self.adapt(self.policy.params(), data) for data in train_data]
+            if epoch == 0:
+                old.extend(old_outputs(self.policy, adapted, valid_data))
+            return self.meta_loss(adapted, valid_data, old)
+
+        def after() -> tuple[torch.Tensor, torch.Tensor]:
+            candidate = [
+                self.adapt(detached_params(self.policy.params()), data, create_graph=False)
+                for data in train_data
+            ]
+            with torch.no_grad():
+                return (
+                    self.meta_loss(candidate, valid_data, old),
+                    self.kl(candidate, valid_data, old),
+                )
+
+        return adam_step(
+            self._outer_optimizer,
+            list(self.policy.parameters()),
+            loss_at,
+            after,
+            self.config.outer_epochs,
+        )
+
+    def trpo_optimize(
         self, train_data: Sequence[TaskData], valid_data: Sequence[TaskData]
     ) -> TRPOStep:
         """One TRPO step on the meta-parameters (in place; unchanged if rejected).
@@ -547,23 +648,26 @@ class MAMLTRPO(MetaRLAlgorithm):
             stats = self._iteration()
             self.history.append(stats)
             results.append(stats)
-            trpo = stats.trpo
+            outer = stats.outer
             logger.info(
-                "MAML iter %d: pre %.3f post %.3f | TRPO %s kl %.2e frac %.3f | "
+                "MAML iter %d: pre %.3f post %.3f | %s %s kl %.2e %s | "
                 "sample %.2fs adapt %.2fs update %.2fs",
                 stats.iteration,
                 stats.pre_update_return,
                 stats.post_update_return,
-                trpo.reason,
-                trpo.kl,
-                trpo.step_fraction,
+                stats.outer_name.upper() if stats.outer_name == "trpo" else "Adam",
+                outer.reason,
+                outer.kl,
+                f"frac {outer.step_fraction:.3f}"
+                if isinstance(outer, TRPOStep)
+                else f"epochs {outer.epochs}",
                 stats.time_sampling,
                 stats.time_adaptation,
                 stats.time_outer_update,
             )
-            if not trpo.accepted:
+            if not outer.accepted:
                 logger.warning(
-                    "MAML iter %d: outer step rejected (%s)", stats.iteration, trpo.reason
+                    "MAML iter %d: outer step rejected (%s)", stats.iteration, outer.reason
                 )
         return results[-1].metrics() if results else {}
 
@@ -587,7 +691,7 @@ class MAMLTRPO(MetaRLAlgorithm):
             iteration=self.iteration,
             pre_update_return=_mean_return(train_episodes),
             post_update_return=_mean_return(valid_episodes),
-            trpo=step,
+            outer=step,
             time_sampling=(sampled - start) + (sampled_again - adapted_at),
             time_adaptation=adapted_at - sampled,
             time_outer_update=done - sampled_again,
@@ -647,24 +751,34 @@ class MAMLTRPO(MetaRLAlgorithm):
         """Policy parameters, iteration count and every random state, for exact resumption.
 
         The sub-envs' own generators are not saved: each sampling pass reseeds them from the
-        saved numpy generator, so a resumed run resets them identically.
+        saved numpy generator, so a resumed run resets them identically. With an Adam outer
+        step its moments are saved too (``"outer_optimizer"``; a TRPO step keeps no state).
         """
-        return {
+        state = {
             "policy": {k: v.detach().clone() for k, v in self.policy.state_dict().items()},
             "iteration": self.iteration,
             "numpy_rng": self._rng.bit_generator.state,
             "torch_rng": self._generator.get_state(),
             "eval_torch_rng": self._eval_generator.get_state(),
         }
+        if self._outer_optimizer is not None:
+            state["outer_optimizer"] = self._outer_optimizer.state_dict()
+        return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore a :meth:`state_dict`.
 
         :raises ValueError: if keys are missing or the policy shapes differ.
         """
-        missing = {"policy", "iteration", "numpy_rng", "torch_rng", "eval_torch_rng"} - set(state)
+        required = {"policy", "iteration", "numpy_rng", "torch_rng", "eval_torch_rng"}
+        if self._outer_optimizer is not None:
+            required.add("outer_optimizer")
+        missing = required - set(state)
         if missing:
-            raise ValueError(f"state is missing {sorted(missing)}: pass MAMLTRPO.state_dict()")
+            raise ValueError(
+                f"state is missing {sorted(missing)}: pass the state_dict() of a MAML with the "
+                f"same outer_optimizer"
+            )
         try:
             self.policy.load_state_dict(state["policy"])
         except RuntimeError as error:
@@ -673,6 +787,8 @@ class MAMLTRPO(MetaRLAlgorithm):
         self._rng.bit_generator.state = state["numpy_rng"]
         self._generator.set_state(state["torch_rng"])
         self._eval_generator.set_state(state["eval_torch_rng"])
+        if self._outer_optimizer is not None:
+            self._outer_optimizer.load_state_dict(state["outer_optimizer"])
 
     def close(self) -> None:
         """Close the vector env."""
@@ -684,9 +800,27 @@ def _mean_return(batches: Sequence[EpisodeBatch]) -> float:
     return float(np.mean(np.concatenate([batch.episode_returns() for batch in batches])))
 
 
-# -- the entry point of baselines/maml-trpo.toml ---------------------------------------------------
-def _maml_defaults(spec: Benchmark) -> dict[str, Any]:
-    return config_dict(MAMLTRPOConfig())
+MAMLTRPO = MAML
+"""The old name of :class:`MAML` (whose defaults are MAML-TRPO's)."""
+
+
+# -- the entry points of baselines/maml-{trpo,ppo,vpg}.toml ---------------------------------------
+GARAGE_VARIANTS: dict[str, dict[str, Any]] = {
+    "trpo": {},
+    "ppo": {"inner_loss": "ppo", "outer_loss": "ppo", "outer_optimizer": "adam"},
+    "vpg": {"inner_loss": "vpg", "outer_loss": "vpg", "outer_optimizer": "adam"},
+}
+"""What makes :class:`MAMLConfig` garage's ``MAMLTRPO``, ``MAMLPPO`` or ``MAMLVPG``: the inner
+algorithm's loss (garage uses it for the inner step and the meta-loss; MAML-TRPO keeps
+pytorch-maml-rl's likelihood-ratio meta-loss) and the meta-optimiser."""
+
+
+def _defaults_of(variant: str) -> Callable[[Benchmark], dict[str, Any]]:
+    def defaults(spec: Benchmark) -> dict[str, Any]:
+        return config_dict(MAMLConfig(**GARAGE_VARIANTS[variant]))
+
+    defaults.__name__ = f"maml_{variant}_defaults"
+    return defaults
 
 
 def _build_maml(
@@ -696,7 +830,7 @@ def _build_maml(
     log_dir: str | None,
     cpus: int | None = None,
 ) -> MetaRLAlgorithm:
-    config = MAMLTRPOConfig(**hyperparameters)
+    config = MAMLConfig(**hyperparameters)
     env_kwargs = spec.train_env_kwargs(seed)
     num_envs = config.meta_batch_size * config.episodes_per_task
     vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
@@ -715,7 +849,7 @@ def _build_maml(
             spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
         )
     try:
-        return MAMLTRPO(
+        return MAML(
             spec.env_id,
             spec.train_sampler(seed),
             config,
@@ -729,7 +863,15 @@ def _build_maml(
         raise
 
 
-MAML_TRPO = Implementation(
-    _maml_defaults, _build_maml, config="metabench.algos.maml.maml:MAMLTRPOConfig"
-)
+_CONFIG = "metabench.algos.maml.maml:MAMLConfig"
+
+MAML_TRPO = Implementation(_defaults_of("trpo"), _build_maml, config=_CONFIG)
 """MAML-TRPO on a benchmark: ``entry_point = "metabench.algos.maml:MAML_TRPO"``."""
+
+MAML_PPO = Implementation(_defaults_of("ppo"), _build_maml, config=_CONFIG)
+"""MAML-PPO (PPO's clipped loss inside and out, Adam outer step):
+``entry_point = "metabench.algos.maml:MAML_PPO"``."""
+
+MAML_VPG = Implementation(_defaults_of("vpg"), _build_maml, config=_CONFIG)
+"""MAML-VPG (the vanilla policy gradient inside and out, Adam outer step):
+``entry_point = "metabench.algos.maml:MAML_VPG"``."""
