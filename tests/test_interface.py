@@ -12,6 +12,8 @@ from metabench.harness.benchmarks import get_benchmark
 SMALL = {
     "rl2-ppo": ("Bandit", {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 1}),
     "maml-trpo": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
+    "maml-ppo": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
+    "maml-vpg": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
     "nop": ("Bandit", {}),
     "cem": ("HalfCheetahVel", {}),
     "cmaes": ("HalfCheetahVel", {}),
@@ -35,7 +37,7 @@ def test_train_returns_numbers_keyed_metatrain(name):
     elif name in ("oracle", "multitask"):
         returns = [value for key, value in stats.items() if "return" in key]
         assert returns and all(math.isfinite(value) for value in returns)
-    elif name == "maml-trpo":
+    elif name.startswith("maml-"):
         assert stats["metatrain/post_update_return"] == algo.history[-1].post_update_return
     else:
         assert stats == {}  # nothing is meta-trained

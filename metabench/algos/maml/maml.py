@@ -27,6 +27,7 @@ weigh each step by ``pi / pi_pre-update``.
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import logging
 import math
@@ -177,6 +178,7 @@ def adapt(
     create_graph: bool,
     loss: str = "vpg",
     clip_range: float = 0.5,
+    behaviour_log_likelihood: torch.Tensor | None = None,
 ) -> Params:
     """``num_grad_updates`` SGD steps ``params <- params - inner_lr * grad inner_loss(params)``.
 
@@ -186,8 +188,13 @@ def adapt(
     first-order approximation (FOMAML). Parameters that do not require grad (a detached
     meta-test copy) are made to, so that the inner gradient exists.
 
-    With a ratio ``loss`` (``"trpo"``, ``"ppo"``) every step's ratio is to the policy at
-    ``params``, frozen: the one that collected ``data`` (garage keeps its old policy there too).
+    With a ratio ``loss`` (``"trpo"``, ``"ppo"``) every step's ratio is to the policy that
+    collected ``data``: ``behaviour_log_likelihood`` (detached), by default the policy at
+    ``params`` (garage keeps its old policy there too). It is data, a constant to the
+    meta-gradient, whose second-order term then carries ``grad log pi grad log pi^T A``: in
+    expectation, how the pre-update episodes' distribution depends on the meta-parameters
+    (ProMP's low-variance curvature estimator). Finite differences that move the behaviour
+    policy with ``params`` see the ``"vpg"`` meta-gradient instead.
 
     :raises ValueError: if ``num_grad_updates < 1`` or ``inner_lr <= 0``.
     """
@@ -196,8 +203,8 @@ def adapt(
         name: tensor if tensor.requires_grad else tensor.detach().requires_grad_()
         for name, tensor in params.items()
     }
-    old_log_likelihood = None
-    if loss != "vpg":
+    old_log_likelihood = behaviour_log_likelihood
+    if loss != "vpg" and old_log_likelihood is None:
         with torch.no_grad():
             old_log_likelihood = policy.log_likelihood(data.observations, data.actions, current)
     for _ in range(num_grad_updates):
@@ -762,7 +769,8 @@ class MAML(MetaRLAlgorithm):
             "eval_torch_rng": self._eval_generator.get_state(),
         }
         if self._outer_optimizer is not None:
-            state["outer_optimizer"] = self._outer_optimizer.state_dict()
+            # a copy: the optimizer's own state tensors change in place at its next step
+            state["outer_optimizer"] = copy.deepcopy(self._outer_optimizer.state_dict())
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
