@@ -15,6 +15,7 @@ baseline instead of a learned critic), ``recurrent_cell="gru"`` and ``entropy_me
 
 from __future__ import annotations
 
+import abc
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -184,39 +185,36 @@ class RL2AdaptedPolicy(Policy):
         return self._explored.get_action(observation)
 
 
-class RL2PPO(MetaRLAlgorithm):
-    """RL2 with PPO as the inner algorithm.
+class RL2(MetaRLAlgorithm):
+    """What RL2 is whatever updates its recurrent policy: the trial-aware vector env, one trial
+    per sub-env per iteration, the meta-test policies and the checkpoints. :class:`RL2PPO` and
+    :class:`~metabench.algos.rl2.trpo_algorithm.RL2TRPO` only build their model.
 
     :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a task env factory.
     :param sampler: meta-training tasks; ``None`` uses the task env's ``sample_tasks``.
-    :param config: hyperparameters.
+    :param config: hyperparameters (the subclass's config dataclass).
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
     :param tensorboard_log: directory for SB3's TensorBoard logs, or ``None``.
     :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
         sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same LSTM policy step by
         step (only for speed comparisons: results are equal).
-
-    Example::
-
-        >>> import metabench
-        >>> algo = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2))
-        >>> stats = algo.train(1)
-        >>> algo.env_steps  # 2 trials of 4 episodes of 20 steps
-        160
     """
+
+    config: Any
+    tb_log_name = "rl2"
 
     def __init__(
         self,
         env: str | Callable[..., gym.Env[Any, Any]],
-        sampler: TaskSampler | None = None,
-        config: RL2PPOConfig | None = None,
+        sampler: TaskSampler | None,
+        config: Any,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
         policy_class: type[RecurrentActorCriticPolicy] | None = None,
     ) -> None:
-        self.config = config = config or RL2PPOConfig()
+        self.config = config
         if policy_class is None:
             policy_class = POLICY_CLASSES[config.recurrent_cell]
         elif issubclass(policy_class, WholeSequenceGruPolicy) != (config.recurrent_cell == "gru"):
@@ -239,40 +237,42 @@ class RL2PPO(MetaRLAlgorithm):
         )
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])
-        steps_per_iteration = self.trial_length * config.meta_batch_size
-        linear = config.value_baseline == "linear"
-        maximum_entropy = config.entropy_method == "max"
+        self.steps_per_iteration = self.trial_length * config.meta_batch_size
         policy_kwargs: dict[str, Any] = {
             "lstm_hidden_size": config.hidden_size,
             "net_arch": {"pi": [], "vf": []},
             "log_std_init": config.log_std_init,
         }
-        if linear:
+        if config.value_baseline == "linear":
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
-        self.model = RL2RecurrentPPO(
-            policy_class,
-            self.venv,
-            learning_rate=config.learning_rate,
-            n_steps=self.trial_length,
-            batch_size=config.batch_size or steps_per_iteration,
-            n_epochs=config.n_epochs,
-            gamma=config.discount,
-            gae_lambda=config.gae_lambda,
-            clip_range=config.clip_range,
-            normalize_advantage=config.normalize_advantage,
-            ent_coef=0.0 if maximum_entropy else config.ent_coef,
-            vf_coef=0.0 if linear else config.vf_coef,
-            max_grad_norm=config.max_grad_norm,
-            policy_kwargs=policy_kwargs,
-            tensorboard_log=tensorboard_log,
-            seed=seed,
-            device="cpu",
-            value_baseline=config.value_baseline,
-            entropy_method=config.entropy_method,
-            policy_ent_coeff=config.ent_coef if maximum_entropy else 0.0,
-        )
-        self.steps_per_iteration = steps_per_iteration
+        self.model = self._make_model(policy_class, policy_kwargs, seed, tensorboard_log)
         self.iterations = 0
+
+    @abc.abstractmethod
+    def _make_model(
+        self,
+        policy_class: type[RecurrentActorCriticPolicy],
+        policy_kwargs: dict[str, Any],
+        seed: int,
+        tensorboard_log: str | None,
+    ) -> RL2RecurrentPPO:
+        """The sb3-contrib model that collects one trial per sub-env and updates the policy."""
+
+    def _model_kwargs(self) -> dict[str, Any]:
+        """The arguments every RL2 model takes from the config: the rollout and advantages."""
+        config = self.config
+        maximum_entropy = config.entropy_method == "max"
+        return {
+            "n_steps": self.trial_length,
+            "gamma": config.discount,
+            "gae_lambda": config.gae_lambda,
+            "normalize_advantage": config.normalize_advantage,
+            "ent_coef": 0.0 if maximum_entropy else config.ent_coef,
+            "value_baseline": config.value_baseline,
+            "entropy_method": config.entropy_method,
+            "policy_ent_coeff": config.ent_coef if maximum_entropy else 0.0,
+            "device": "cpu",
+        }
 
     @property
     def env_steps(self) -> int:
@@ -280,7 +280,7 @@ class RL2PPO(MetaRLAlgorithm):
         return self.iterations * self.steps_per_iteration
 
     def train(self, n_iterations: int) -> dict[str, float]:
-        """Run ``n_iterations`` PPO iterations, one trial per sub-env each; returns their stats."""
+        """Run ``n_iterations`` iterations, one trial per sub-env each; returns their stats."""
         if n_iterations < 1:
             raise ValueError(f"n_iterations must be >= 1, got {n_iterations}")
         stats = _TrialStats()
@@ -288,10 +288,14 @@ class RL2PPO(MetaRLAlgorithm):
             total_timesteps=n_iterations * self.steps_per_iteration,
             callback=stats,
             reset_num_timesteps=False,
-            tb_log_name="rl2_ppo",
+            tb_log_name=self.tb_log_name,
         )
         self.iterations += n_iterations
-        return stats.summary()
+        return {**stats.summary(), **self._update_stats()}
+
+    def _update_stats(self) -> dict[str, float]:
+        """``metatrain/`` numbers of the last update, beside the trials' returns."""
+        return {}
 
     def get_exploration_policy(self) -> Policy:
         return RL2ExplorationPolicy(self.model, self.config.deterministic_eval)
@@ -318,8 +322,72 @@ class RL2PPO(MetaRLAlgorithm):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("config") != config_dict(self.config):
-            raise ValueError("checkpoint was written with a different RL2PPOConfig")
+            raise ValueError(
+                f"checkpoint was written with a different {type(self.config).__name__}"
+            )
         self.iterations = load_training_state(self.model, self.venv, state)
+
+
+class RL2PPO(RL2):
+    """RL2 with PPO as the inner algorithm.
+
+    Takes :class:`RL2`'s arguments; ``config`` is an :class:`RL2PPOConfig` (``None``: its
+    defaults).
+
+    Example::
+
+        >>> import metabench
+        >>> algo = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2))
+        >>> stats = algo.train(1)
+        >>> algo.env_steps  # 2 trials of 4 episodes of 20 steps
+        160
+    """
+
+    config: RL2PPOConfig
+    tb_log_name = "rl2_ppo"
+
+    def __init__(
+        self,
+        env: str | Callable[..., gym.Env[Any, Any]],
+        sampler: TaskSampler | None = None,
+        config: RL2PPOConfig | None = None,
+        seed: int = 0,
+        env_kwargs: dict[str, Any] | None = None,
+        tensorboard_log: str | None = None,
+        policy_class: type[RecurrentActorCriticPolicy] | None = None,
+    ) -> None:
+        super().__init__(
+            env,
+            sampler,
+            config or RL2PPOConfig(),
+            seed,
+            env_kwargs,
+            tensorboard_log,
+            policy_class,
+        )
+
+    def _make_model(
+        self,
+        policy_class: type[RecurrentActorCriticPolicy],
+        policy_kwargs: dict[str, Any],
+        seed: int,
+        tensorboard_log: str | None,
+    ) -> RL2RecurrentPPO:
+        config = self.config
+        return RL2RecurrentPPO(
+            policy_class,
+            self.venv,
+            learning_rate=config.learning_rate,
+            batch_size=config.batch_size or self.steps_per_iteration,
+            n_epochs=config.n_epochs,
+            clip_range=config.clip_range,
+            vf_coef=0.0 if config.value_baseline == "linear" else config.vf_coef,
+            max_grad_norm=config.max_grad_norm,
+            policy_kwargs=policy_kwargs,
+            tensorboard_log=tensorboard_log,
+            seed=seed,
+            **self._model_kwargs(),
+        )
 
 
 # -- the entry point of baselines/rl2-ppo.toml -----------------------------------------------------

@@ -213,25 +213,46 @@ class RL2RecurrentPPO(RecurrentPPO):
         One pass of the actor over each sub-env's whole rollout, from the recurrent state the
         buffer stored before its first step, resetting at the stored episode starts.
         """
+        n_steps, n_envs = self._recurrent_buffer().rewards.shape
+        observations, starts, (states, _) = self._trial_inputs()
+        with th.no_grad():
+            distribution, _ = self._recurrent_policy().get_distribution(
+                observations, states, starts
+            )
+            entropy = distribution.entropy()
+        assert entropy is not None
+        return entropy.cpu().numpy().reshape(n_envs, n_steps).T
+
+    def _trial_inputs(
+        self,
+    ) -> tuple[
+        th.Tensor, th.Tensor, tuple[tuple[th.Tensor, th.Tensor], tuple[th.Tensor, th.Tensor]]
+    ]:
+        """The rollout buffer (before training flattens it) as input to whole-sequence passes.
+
+        :return: observations ``(n_envs * n_steps, *obs_shape)`` sub-env after sub-env, their
+            episode-start flags ``(n_envs * n_steps,)``, and the actor's and the critic's
+            recurrent states ``(h, c)`` before each sub-env's first step.
+        """
         buffer = self._recurrent_buffer()
         n_steps, n_envs = buffer.rewards.shape
         observations = np.swapaxes(buffer.observations, 0, 1).reshape(
             n_envs * n_steps, *buffer.observations.shape[2:]
         )
         starts = np.swapaxes(buffer.episode_starts, 0, 1).reshape(-1)
-        states = (
+        pi = (
             th.as_tensor(buffer.hidden_states_pi[0], device=self.device),
             th.as_tensor(buffer.cell_states_pi[0], device=self.device),
         )
-        with th.no_grad():
-            distribution, _ = self._recurrent_policy().get_distribution(
-                th.as_tensor(observations, device=self.device),
-                states,
-                th.as_tensor(starts, dtype=th.float32, device=self.device),
-            )
-            entropy = distribution.entropy()
-        assert entropy is not None
-        return entropy.cpu().numpy().reshape(n_envs, n_steps).T
+        vf = (
+            th.as_tensor(buffer.hidden_states_vf[0], device=self.device),
+            th.as_tensor(buffer.cell_states_vf[0], device=self.device),
+        )
+        return (
+            th.as_tensor(observations, device=self.device),
+            th.as_tensor(starts, dtype=th.float32, device=self.device),
+            (pi, vf),
+        )
 
     def _recurrent_policy(self) -> RecurrentActorCriticPolicy:
         assert isinstance(self.policy, RecurrentActorCriticPolicy)

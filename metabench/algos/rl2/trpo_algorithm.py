@@ -1,0 +1,198 @@
+"""RL2-TRPO: RL2's recurrent policy meta-trained with TRPO (garage's ``RL2TRPO``).
+
+Everything but the update is RL2-PPO's (:class:`~metabench.algos.rl2.algorithm.RL2`): the
+trial-aware vector env, one trial per sub-env per iteration, the meta-test policies, the
+checkpoints. The update is :class:`~metabench.algos.rl2.trpo.RL2RecurrentTRPO`'s single TRPO step.
+The defaults are garage's ``examples/tf/rl2_trpo_halfcheetah.py`` with ``RL2TRPO``'s own defaults
+for what the example leaves out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import gymnasium as gym
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.rl2.algorithm import RL2
+from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.rl2.trpo import RL2RecurrentTRPO
+from metabench.tasks.base import TaskSampler
+from metabench.validation import check_config, config_dict, option
+
+__all__ = ["RL2TRPO", "RL2_TRPO", "RL2TRPOConfig"]
+
+
+@dataclass(frozen=True)
+class RL2TRPOConfig:
+    """Every RL2-TRPO hyperparameter in one place (defaults: garage's HalfCheetahVel example,
+    ``src/garage/examples/tf/rl2_trpo_halfcheetah.py``, and ``RL2TRPO``'s defaults)."""
+
+    meta_batch_size: int = option(10, "tasks (sub-envs) per iteration, one trial each", low=1)
+    episodes_per_trial: int = option(4, "episodes of one task per trial", low=1)
+    hidden_size: int = option(
+        64, "width of the recurrent cell (garage: a GRU of 64 on HalfCheetah)", low=1
+    )
+    recurrent_cell: Literal["lstm", "gru"] = option(
+        "gru", "gru (garage's GaussianGRUPolicy) or lstm (sb3-contrib's cell)"
+    )
+    discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
+    gae_lambda: float = option(
+        0.98, "GAE lambda (RL2TRPO's default; the example does not set it)", low=0.0, high=1.0
+    )
+    max_kl: float = option(0.01, "TRPO trust-region radius (garage: max_kl_step 0.01)",
+                           low=0.0, low_open=True)  # fmt: skip
+    cg_iters: int = option(10, "conjugate-gradient iterations (garage: 10)", low=1)
+    cg_damping: float = option(
+        1e-5, "damping added to the Fisher-vector products (garage's reg_coeff: 1e-5)", low=0.0
+    )
+    ls_steps: int = option(15, "line-search fractions tried (garage's max_backtracks: 15)", low=1)
+    ls_ratio: float = option(
+        0.8, "line-search shrink factor (garage's backtrack_ratio: 0.8)",
+        low=0.0, high=1.0, low_open=True, high_open=True,
+    )  # fmt: skip
+    normalize_advantage: bool = option(True, "garage's center_adv (RL2TRPO's default: true)")
+    ent_coef: float = option(0.0, "entropy coefficient (garage: no entropy)", low=0.0)
+    entropy_method: Literal["regularized", "max"] = option(
+        "regularized",
+        "regularized: -ent_coef * mean entropy in the surrogate; max: ent_coef * entropy added "
+        "to every reward (as in rl2-ppo)",
+    )
+    value_baseline: Literal["critic", "linear"] = option(
+        "linear",
+        "linear: garage's LinearFeatureBaseline over each trial, fitted before each update; "
+        "critic: a learned value function trained after the TRPO step (n_epochs Adam steps)",
+    )
+    learning_rate: float = option(
+        1e-3, "Adam step size of the critic (value_baseline critic only)", low=0.0, low_open=True
+    )
+    n_epochs: int = option(
+        10, "full-batch Adam steps of the critic per iteration (critic only)", low=1
+    )
+    max_grad_norm: float = option(
+        0.5, "gradient clipping norm of the critic (critic only)", low=0.0, low_open=True
+    )
+    reward_scale: float = option(
+        1.0, "multiplies the reward in the RL2 observation (Meta-World uses 0.1)", low=0.0
+    )
+    log_std_init: float = option(
+        0.0, "initial log standard deviation of the Gaussian policy (garage: init_std 1.0)"
+    )
+    deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
+    processes: bool = option(False, "step sub-envs in worker processes")
+
+    def __post_init__(self) -> None:
+        check_config(self)
+        if self.entropy_method == "max" and self.normalize_advantage:
+            raise ValueError(
+                "entropy_method='max' needs normalize_advantage=False (garage refuses "
+                "center_adv with it): normalising would remove most of the entropy bonus"
+            )
+
+
+class RL2TRPO(RL2):
+    """RL2 with TRPO as the inner algorithm: one trust-region step per iteration.
+
+    Takes :class:`~metabench.algos.rl2.algorithm.RL2`'s arguments; ``config`` is an
+    :class:`RL2TRPOConfig` (``None``: its defaults). :meth:`train` adds the last TRPO step's
+    ``metatrain/trpo_*`` numbers to the trials' returns.
+
+    Example::
+
+        >>> import metabench
+        >>> algo = RL2TRPO("metabench/Bandit-v0", config=RL2TRPOConfig(meta_batch_size=4))
+        >>> stats = algo.train(1)
+        >>> algo.env_steps, stats["metatrain/trpo_kl"] <= 0.01  # 4 trials of 4 one-pull episodes
+        (16, True)
+    """
+
+    config: RL2TRPOConfig
+    tb_log_name = "rl2_trpo"
+
+    def __init__(
+        self,
+        env: str | Callable[..., gym.Env[Any, Any]],
+        sampler: TaskSampler | None = None,
+        config: RL2TRPOConfig | None = None,
+        seed: int = 0,
+        env_kwargs: dict[str, Any] | None = None,
+        tensorboard_log: str | None = None,
+        policy_class: type[RecurrentActorCriticPolicy] | None = None,
+    ) -> None:
+        super().__init__(
+            env,
+            sampler,
+            config or RL2TRPOConfig(),
+            seed,
+            env_kwargs,
+            tensorboard_log,
+            policy_class,
+        )
+
+    def _make_model(
+        self,
+        policy_class: type[RecurrentActorCriticPolicy],
+        policy_kwargs: dict[str, Any],
+        seed: int,
+        tensorboard_log: str | None,
+    ) -> RL2RecurrentPPO:
+        config = self.config
+        return RL2RecurrentTRPO(
+            policy_class,
+            self.venv,
+            learning_rate=config.learning_rate,
+            batch_size=self.steps_per_iteration,
+            n_epochs=config.n_epochs,
+            max_grad_norm=config.max_grad_norm,
+            vf_coef=0.0,  # the critic, if any, trains on its own loss after the TRPO step
+            policy_kwargs=policy_kwargs,
+            tensorboard_log=tensorboard_log,
+            seed=seed,
+            max_kl=config.max_kl,
+            cg_iters=config.cg_iters,
+            cg_damping=config.cg_damping,
+            ls_steps=config.ls_steps,
+            ls_ratio=config.ls_ratio,
+            **self._model_kwargs(),
+        )
+
+    def _update_stats(self) -> dict[str, float]:
+        assert isinstance(self.model, RL2RecurrentTRPO)
+        step = self.model.last_step
+        if step is None:
+            return {}
+        return {
+            f"metatrain/trpo_{key}": float(value)
+            for key, value in vars(step).items()
+            if not isinstance(value, str)
+        }
+
+
+# -- the entry point of baselines/rl2-trpo.toml ----------------------------------------------------
+def _rl2_trpo_defaults(spec: Benchmark) -> dict[str, Any]:
+    return {**config_dict(RL2TRPOConfig()), "episodes_per_trial": spec.episodes_per_trial}
+
+
+def _build_rl2_trpo(
+    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+) -> MetaRLAlgorithm:
+    return RL2TRPO(
+        spec.env_id,
+        sampler=spec.train_sampler(seed),
+        config=RL2TRPOConfig(**hyperparameters),
+        seed=seed,
+        env_kwargs=spec.train_env_kwargs(seed),
+        tensorboard_log=log_dir,
+    )
+
+
+RL2_TRPO = Implementation(
+    _rl2_trpo_defaults,
+    _build_rl2_trpo,
+    config="metabench.algos.rl2.trpo_algorithm:RL2TRPOConfig",
+)
+"""RL2-TRPO on a benchmark: ``entry_point = "metabench.algos.rl2.trpo_algorithm:RL2_TRPO"``."""
