@@ -17,6 +17,7 @@ from metabench.harness.training import train
 
 SMALL = {
     "rl2-ppo": {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 2},
+    "rl2-trpo": {"meta_batch_size": 2, "hidden_size": 8},
     "maml-trpo": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
     "maml-ppo": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
     "maml-vpg": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},

@@ -11,6 +11,7 @@ from metabench.harness.benchmarks import get_benchmark
 
 SMALL = {
     "rl2-ppo": ("Bandit", {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 1}),
+    "rl2-trpo": ("Bandit", {"meta_batch_size": 2, "hidden_size": 8}),
     "maml-trpo": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
     "maml-ppo": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
     "maml-vpg": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
@@ -32,8 +33,10 @@ def test_train_returns_numbers_keyed_metatrain(name):
     assert isinstance(stats, dict)
     assert all(key.startswith("metatrain/") for key in stats)
     assert all(type(value) is float for value in stats.values())
-    if name == "rl2-ppo":
+    if name.startswith("rl2-"):
         assert {"metatrain/average_return", "metatrain/success_rate"} <= set(stats)
+        if name == "rl2-trpo":
+            assert {"metatrain/trpo_kl", "metatrain/trpo_accepted"} <= set(stats)
     elif name in ("oracle", "multitask"):
         returns = [value for key, value in stats.items() if "return" in key]
         assert returns and all(math.isfinite(value) for value in returns)

@@ -15,6 +15,7 @@ reused; the optimiser is metabench's own, shared with MAML-TRPO.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -102,7 +103,8 @@ class RL2RecurrentTRPO(RL2RecurrentPPO):
             return dist
 
         with th.no_grad():
-            old = distribution()
+            # a copy: the policy's one distribution object is refilled at every call
+            old = copy.copy(distribution())
             old_log_prob = old.log_prob(actions)
 
         def loss_and_kl() -> tuple[th.Tensor, th.Tensor]:
