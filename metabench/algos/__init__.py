@@ -1,7 +1,8 @@
 """Meta-RL algorithms behind one interface (:mod:`metabench.algos.base`).
 
-RL2-PPO (:mod:`metabench.algos.rl2`, on sb3-contrib's RecurrentPPO), MAML-TRPO
-(:mod:`metabench.algos.maml`, PyTorch, with the reusable :mod:`metabench.algos.trpo`), the
+RL2-PPO and RL2-TRPO (:mod:`metabench.algos.rl2`, on sb3-contrib's RecurrentPPO), MAML-TRPO,
+MAML-PPO and MAML-VPG (:mod:`metabench.algos.maml`, PyTorch, one MAML with a choice of inner loss
+and outer optimiser; TRPO steps from the reusable :mod:`metabench.algos.trpo`), the
 per-task policy-search baselines CEM and CMA-ES, NOP, and the PPO references
 (:mod:`metabench.algos.reference`). Each module exports the
 :class:`~metabench.algos.implementation.Implementation` that a ``baselines/*.toml`` file's

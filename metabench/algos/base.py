@@ -54,9 +54,11 @@ class MetaRLAlgorithm(abc.ABC):
             logs them to TensorBoard and records the last ones as ``result.json``'s
             ``metatrain``. An algorithm that does not meta-train returns ``{}``. Keys of the
             built-in algorithms: ``metatrain/average_return``, ``metatrain/success_rate`` and
-            ``metatrain/return_episode_<k>`` (RL2-PPO: over the episodes of the trials);
+            ``metatrain/return_episode_<k>`` (RL2-PPO and RL2-TRPO: over the episodes of the
+            trials; RL2-TRPO adds its last step's ``metatrain/trpo_*``);
             ``metatrain/pre_update_return``, ``metatrain/post_update_return``,
-            ``metatrain/trpo_*``, ``metatrain/time_*`` and ``metatrain/env_steps`` (MAML-TRPO).
+            ``metatrain/trpo_*`` (``metatrain/adam_*`` with an Adam outer step),
+            ``metatrain/time_*`` and ``metatrain/env_steps`` (MAML-TRPO, MAML-PPO, MAML-VPG).
         """
 
     @abc.abstractmethod
