@@ -276,9 +276,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     plot = commands.add_parser(
         "plot",
-        help="plot adaptation curves (return per episode of the trial) from result files",
+        help="plot adaptation curves (return per episode of the trial) and returns per test "
+        "task from result files",
         description="One PNG per benchmark: return (and success) against episode index within "
-        "the trial, one line per algorithm, with a 95%% bootstrap band over seeds.",
+        "the trial, one line per algorithm, with a 95%% bootstrap band over seeds. Where a "
+        "benchmark's task is one number (HalfCheetahVel's velocity), a second PNG: the "
+        "post-adaptation return of each test task against that number.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     plot.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
@@ -315,7 +318,7 @@ def write_tables(results: Path, markdown: Path | None) -> tuple[list[Path], list
     written, and the summaries they show. A result file the tables cannot use is named in a
     warning (on stderr) and left out."""
     from metabench.harness.atomic import atomic_write_bytes
-    from metabench.harness.plots import plot_adaptation_curves
+    from metabench.harness.plots import plot_results
     from metabench.harness.stats import summarize, summary_csv
     from metabench.harness.tables import collect_results, results_markdown
 
@@ -323,10 +326,11 @@ def write_tables(results: Path, markdown: Path | None) -> tuple[list[Path], list
     check_output_file(markdown, "--out")
     runs = collect_results(results, warn=print_warning)
     summaries = summarize(runs)
-    atomic_write_bytes(markdown, results_markdown(results, runs, summaries).encode())
+    plots = plot_results([result for _, result in runs], results / "plots")
+    figures = [Path(os.path.relpath(plot, markdown.parent)).as_posix() for plot in plots]
+    atomic_write_bytes(markdown, results_markdown(results, runs, summaries, figures).encode())
     csv_path = results / "summary.csv"
     atomic_write_bytes(csv_path, summary_csv(summaries).encode())
-    plots = plot_adaptation_curves([result for _, result in runs], results / "plots")
     return [markdown, csv_path, *plots], summaries
 
 
@@ -392,7 +396,7 @@ def _run(args: argparse.Namespace) -> None:
         for path in write_tables(args.results, args.out)[0]:
             print(f"wrote {path}")
     elif args.command == "plot":
-        from metabench.harness.plots import plot_adaptation_curves
+        from metabench.harness.plots import plot_results
         from metabench.harness.tables import collect_results
 
         if not args.results.is_dir():
@@ -400,7 +404,7 @@ def _run(args: argparse.Namespace) -> None:
         out = args.out or args.results / "plots"
         check_output_folder(out, "--out")
         runs = [result for _, result in collect_results(args.results, warn=print_warning)]
-        for path in plot_adaptation_curves(runs, out):
+        for path in plot_results(runs, out):
             print(f"wrote {path}")
     elif args.command == "evaluate":
         from metabench.harness.training import evaluate

@@ -216,6 +216,11 @@ def test_table_lists_runs_and_references_and_skips_corrupt_results(tmp_path, cap
     assert "| nop | 1 |" in page  # the summary over seeds
     assert (results / "summary.csv").read_text().startswith("benchmark,")
     assert (results / "plots" / "adaptation_Bandit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "![adaptation_Bandit](plots/adaptation_Bandit.png)" in page  # shown on the page
+    elsewhere = tmp_path / "pages" / "results.md"
+    elsewhere.parent.mkdir()
+    assert main(["table", "--results", str(results), "--out", str(elsewhere)]) == 0
+    assert "(../results/plots/adaptation_Bandit.png)" in elsewhere.read_text()
     (results / "broken").mkdir()
     (results / "broken" / "result.json").write_text('{"config": ')
     capsys.readouterr()

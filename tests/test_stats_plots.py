@@ -401,3 +401,51 @@ def test_plot_rejects_mixed_protocols(tmp_path: Path) -> None:
     ]
     with pytest.raises(ValueError, match="different lengths"):
         plots.plot_adaptation_curves(results, tmp_path)
+
+
+def test_task_points_pair_each_test_task_with_its_post_adaptation_return() -> None:
+    runs = [
+        make_result(
+            "Vel", "x", 0, [[-9.0, -1.0, -3.0], [-9.0, -5.0, -7.0]],
+            n_exploration_eps=1, tasks=[{"velocity": 1.5}, {"velocity": 0.5}],
+        ),
+        make_result(
+            "Vel", "x", 1, [[0.0, -4.0, -4.0]], n_exploration_eps=1, tasks=[{"velocity": 1.0}]
+        ),
+    ]  # fmt: skip
+    points = plots.task_points(runs)
+    assert points is not None
+    name, values, returns = points
+    assert name == "velocity"
+    assert values.tolist() == [0.5, 1.0, 1.5]
+    assert returns.tolist() == [-6.0, -4.0, -2.0]  # the mean of each task's test episodes
+    two_numbers = make_result("G", "x", 0, [[0.0, 1.0]], tasks=[{"x": 0.1, "y": 0.2}])
+    assert plots.task_points([two_numbers]) is None
+
+
+def test_return_by_task_plot_only_where_the_task_is_one_number_with_many_values(
+    tmp_path: Path,
+) -> None:
+    def runs(benchmark: str, tasks: list[Any]) -> list[dict]:
+        returns = [[0.0, -abs(1.0 - float(i))] for i in range(len(tasks))]
+        return [
+            make_result(benchmark, algorithm, 0, returns, n_exploration_eps=1, tasks=tasks)
+            for algorithm in ("maml", "nop")
+        ]
+
+    velocities = [{"velocity": 0.25 * i} for i in range(plots.MIN_TASK_VALUES)]
+    directions = [{"direction": d} for d in (-1.0, 1.0, -1.0, 1.0, 1.0, -1.0)]
+    goals = [{"goal": [0.1 * i, 0.0]} for i in range(6)]
+    results = runs("Vel", velocities) + runs("Dir", directions) + runs("Goal", goals)
+    paths = plots.plot_results(results, tmp_path)
+    assert paths == [
+        tmp_path / "adaptation_Dir.png",
+        tmp_path / "adaptation_Goal.png",
+        tmp_path / "adaptation_Vel.png",
+        tmp_path / "return_by_task_Vel.png",
+    ]
+    image = imread(paths[-1])
+    assert image.shape[:2] == (
+        int(plots.PANEL_SIZE[1] * plots.DPI),
+        int(plots.PANEL_SIZE[0] * plots.DPI),
+    )

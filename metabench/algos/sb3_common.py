@@ -12,7 +12,13 @@ from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.vector import MetaBatchVecEnv
 
-__all__ = ["load_training_state", "rescale_actions", "training_state"]
+__all__ = [
+    "UnclippedActions",
+    "load_training_state",
+    "rescale_actions",
+    "training_state",
+    "unclipped_actions",
+]
 
 
 def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
@@ -27,6 +33,38 @@ def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
     ):
         return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
     return env
+
+
+UNCLIPPED_BOUND = 1e6
+"""The bounds :class:`UnclippedActions` shows SB3: far beyond any sample of a Gaussian policy."""
+
+
+class UnclippedActions(gym.ActionWrapper[Any, np.ndarray, np.ndarray]):
+    """Present the action space as ``[-1e6, 1e6]``, so SB3 passes its Gaussian sample on
+    unclipped (SB3 clips to the env's bounds before ``step`` and in ``predict``, and refuses
+    infinite bounds).
+
+    garage's policies step the env with the raw sample: the task env (HalfCheetah) charges its
+    control cost on it, so exploration noise beyond the bounds is paid for, and MuJoCo clamps
+    the actuators. Actions pass through unchanged.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any]) -> None:
+        super().__init__(env)
+        space = env.action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise TypeError(f"UnclippedActions needs a Box action space, got {space}")
+        self.action_space = gym.spaces.Box(
+            -UNCLIPPED_BOUND, UNCLIPPED_BOUND, space.shape, space.dtype
+        )
+
+    def action(self, action: np.ndarray) -> np.ndarray:
+        return action
+
+
+def unclipped_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+    """``env`` in :class:`UnclippedActions` (a picklable wrapper factory for worker processes)."""
+    return UnclippedActions(env)
 
 
 def training_state(

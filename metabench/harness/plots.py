@@ -21,13 +21,24 @@ from matplotlib.figure import Figure
 from metabench.harness.atomic import atomic_write_bytes
 from metabench.harness.stats import Result, ResultLike, bootstrap_ci, group_runs
 
-__all__ = ["DPI", "PANEL_SIZE", "plot_adaptation_curves", "plot_filename"]
+__all__ = [
+    "DPI",
+    "PANEL_SIZE",
+    "plot_adaptation_curves",
+    "plot_filename",
+    "plot_results",
+    "plot_return_by_task",
+    "task_points",
+]
 
 PANEL_SIZE = (6.0, 4.5)
 """Width and height in inches of one panel; a figure with a success panel is twice as wide."""
 DPI = 100
 """Resolution of the PNG files: a one-panel figure is 600 x 450 pixels."""
 CONFIDENCE = 0.95
+MIN_TASK_VALUES = 5
+"""A benchmark gets a return-by-task plot when its tasks are one number taking this many values
+or more (HalfCheetahVel's target velocity; not HalfCheetahDir's two directions)."""
 
 
 def plot_filename(benchmark: str) -> str:
@@ -140,3 +151,95 @@ def plot_adaptation_curves(results: Iterable[ResultLike], out_dir: Path) -> list
         atomic_write_bytes(path, _plot_benchmark(benchmark, groups))
         written.append(path)
     return written
+
+
+def _task_value(task: Any) -> tuple[str, float] | None:
+    """``(name, value)`` of a task that is one number (``{"velocity": 1.3}``), else ``None``."""
+    if isinstance(task, dict) and len(task) == 1:
+        ((name, value),) = task.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return name, float(value)
+    return None
+
+
+def task_points(runs: Sequence[Result]) -> tuple[str, np.ndarray, np.ndarray] | None:
+    """The task parameter's name, and per test task of every seed its value and post-adaptation
+    return, sorted by value; ``None`` unless every task is one number with the same name."""
+    names, values, returns = set(), [], []
+    for run in runs:
+        for task in run["metatest"]["tasks"]:
+            found = _task_value(task["task"])
+            if found is None or task["test_return"] is None:
+                return None
+            names.add(found[0])
+            values.append(found[1])
+            returns.append(float(task["test_return"]))
+    if len(names) != 1:
+        return None
+    order = np.argsort(values, kind="stable")
+    return names.pop(), np.asarray(values)[order], np.asarray(returns)[order]
+
+
+def _plot_tasks(benchmark: str, groups: dict[str, tuple[str, np.ndarray, np.ndarray]]) -> bytes:
+    fig = Figure(figsize=PANEL_SIZE, dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    for i, (algorithm, (_, values, returns)) in enumerate(groups.items()):
+        color = f"C{i}"
+        ax.scatter(values, returns, s=8, alpha=0.35, color=color, linewidths=0)
+        # the mean of each eighth of the tasks, by value: the trend under the per-task noise
+        chunks = np.array_split(np.arange(len(values)), min(8, len(values)))
+        ax.plot(
+            [values[c].mean() for c in chunks],
+            [returns[c].mean() for c in chunks],
+            color=color,
+            marker="o",
+            markersize=4,
+            label=algorithm,
+        )
+    name = next(iter(groups.values()))[0]
+    ax.set_xlabel(f"task: {name}")
+    ax.set_ylabel("post-adaptation return")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize="small")
+    fig.suptitle(
+        f"{benchmark}: post-adaptation return per test task\n"
+        "(dots: the tasks of all seeds; lines: means over eighths of the tasks)",
+        fontsize="medium",
+    )
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def plot_return_by_task(results: Iterable[ResultLike], out_dir: Path) -> list[Path]:
+    """For each benchmark whose tasks are one number (e.g. a target velocity) taking at least
+    :data:`MIN_TASK_VALUES` values, a PNG ``return_by_task_<benchmark>.png`` of each algorithm's
+    post-adaptation return per test task against that number. A policy that does not adapt
+    traces one peak (it suits the tasks near what it does); one that adapts follows the oracle.
+
+    :returns: the written paths, sorted by benchmark.
+    """
+    by_benchmark: dict[str, dict[str, tuple[str, np.ndarray, np.ndarray]]] = {}
+    for (benchmark, algorithm), runs in group_runs(results).items():
+        points = task_points(runs)
+        if points is not None and len(np.unique(points[1])) >= MIN_TASK_VALUES:
+            by_benchmark.setdefault(benchmark, {})[algorithm] = points
+    written = []
+    for benchmark, groups in sorted(by_benchmark.items()):
+        if len({name for name, _, _ in groups.values()}) != 1:
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / plot_filename(benchmark).replace("adaptation_", "return_by_task_", 1)
+        atomic_write_bytes(path, _plot_tasks(benchmark, groups))
+        written.append(path)
+    return written
+
+
+def plot_results(results: Iterable[ResultLike], out_dir: Path) -> list[Path]:
+    """Every plot of ``results``: the adaptation curves, then the return-by-task plots."""
+    results = list(results)
+    return [
+        *plot_adaptation_curves(results, out_dir),
+        *plot_return_by_task(results, Path(out_dir)),
+    ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -48,10 +49,14 @@ def load_references() -> list[Reference]:
 
 
 def results_markdown(
-    root: Path, runs: list[tuple[Path, dict[str, Any]]], summaries: list[Summary]
+    root: Path,
+    runs: list[tuple[Path, dict[str, Any]]],
+    summaries: list[Summary],
+    figures: Sequence[str] = (),
 ) -> str:
     """A Markdown page of the ``runs`` below ``root`` (from :func:`collect_results`) and their
-    ``summaries``: one row per run, then the published settings and numbers."""
+    ``summaries``: the ``figures`` (image paths relative to the page), one row per run, then
+    the published settings and numbers."""
     lines = [
         "# Results",
         "",
@@ -64,6 +69,10 @@ def results_markdown(
         "",
         summary_markdown(summaries),
     ]
+    if figures:
+        lines += ["## Plots", ""]
+        lines += [f"![{Path(figure).stem}]({figure})" for figure in figures]
+        lines += [""]
     per_task = per_task_success_markdown([result for _, result in runs])
     if per_task:
         lines += ["## Success per task class", "", per_task]

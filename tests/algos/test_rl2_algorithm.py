@@ -12,9 +12,11 @@ from metabench.algos.nop import NOP
 from metabench.algos.rl2 import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.sb3_common import UnclippedActions
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
+from metabench.tasks.toy import PointGoalEnv
 from metabench.wrappers import RL2Env, Trial
 
 LEARNING_ITERATIONS = 100  # 19,200 env steps; six seeds tried here were optimal after 50
@@ -138,6 +140,39 @@ def test_wrap_env_adds_rl2_observation_and_rescales_small_action_boxes():
     env.reset(seed=0)
     obs = env.step(np.array([1.0, -1.0], dtype=np.float32))[0]
     np.testing.assert_allclose(obs[:2], [0.1, -0.1])  # the task env moved by max_step
+
+
+@pytest.mark.parametrize("clip_actions", [True, False])
+def test_clip_actions_decides_whether_the_raw_gaussian_sample_reaches_the_task_env(
+    monkeypatch, clip_actions
+):
+    received: list[np.ndarray] = []
+    step = PointGoalEnv.step
+
+    def spy(self, action):
+        received.append(np.array(action, dtype=np.float64))
+        return step(self, action)
+
+    monkeypatch.setattr(PointGoalEnv, "step", spy)
+    config = dataclasses.replace(SMALL, clip_actions=clip_actions, log_std_init=1.0)
+    algo = RL2PPO("metabench/PointGoal-v0", config=config, env_kwargs={"horizon": 5}, seed=0)
+    algo.train(1)
+    training = np.abs(np.array(received))
+    received.clear()
+    env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0", horizon=5).unwrapped, 2))
+    assert isinstance(env, UnclippedActions) != clip_actions
+    policy = algo.get_exploration_policy()
+    policy.reset()
+    obs, _ = env.reset(seed=0)
+    for _ in range(5):
+        obs = env.step(policy.get_action(obs))[0]
+    meta_test = np.abs(np.array(received))
+    max_step = 0.1  # PointGoal's action bound; the policy's std is e, so samples pass it
+    for actions in (training, meta_test):
+        if clip_actions:
+            assert actions.max() <= max_step + 1e-12
+        else:
+            assert actions.max() > 3 * max_step
 
 
 @pytest.mark.parametrize("bad", [{"meta_batch_size": 0}, {"discount": 1.5}, {"learning_rate": 0}])

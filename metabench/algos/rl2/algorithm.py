@@ -31,7 +31,12 @@ from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
-from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
+from metabench.algos.sb3_common import (
+    load_training_state,
+    rescale_actions,
+    training_state,
+    unclipped_actions,
+)
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import TaskSampler
 from metabench.validation import check_config, config_dict, option
@@ -79,6 +84,13 @@ class RL2PPOConfig:
         0.0,
         "initial log standard deviation of the Gaussian policy, in the [-1, 1] action space SB3 "
         "acts in (garage: init_std 1.0, i.e. 0.0)",
+    )
+    clip_actions: bool = option(
+        True,
+        "true: SB3 clips the policy's Gaussian sample to the action space before the env (and "
+        "rescales bounds other than [-1, 1] to it). false: the raw sample reaches the env, as in "
+        "garage's RL2 examples; HalfCheetah then charges its control cost on the raw sample and "
+        "MuJoCo clamps the actuators",
     )
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
     processes: bool = option(False, "step sub-envs in worker processes")
@@ -233,7 +245,7 @@ class RL2(MetaRLAlgorithm):
             backend="sb3",
             processes=config.processes,
             env_kwargs=env_kwargs,
-            wrapper=rescale_actions,
+            wrapper=self._action_wrapper,
         )
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])
@@ -310,7 +322,11 @@ class RL2(MetaRLAlgorithm):
         return RL2AdaptedPolicy(exploration_policy)
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
-        return rescale_actions(RL2Env(env, reward_scale=self.config.reward_scale))
+        return self._action_wrapper(RL2Env(env, reward_scale=self.config.reward_scale))
+
+    @property
+    def _action_wrapper(self) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
+        return rescale_actions if self.config.clip_actions else unclipped_actions
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
