@@ -49,6 +49,14 @@ POLICY_CLASSES: dict[str, type[RecurrentActorCriticPolicy]] = {
 }
 
 
+CLIP_ACTIONS_DOC = (
+    "true: SB3 clips the policy's Gaussian sample to the action space before the env (and "
+    "rescales bounds other than [-1, 1] to it). false: the raw sample reaches the env, as in "
+    "garage's RL2 examples; HalfCheetah then charges its control cost on the raw sample and "
+    "MuJoCo clamps the actuators"
+)
+
+
 @dataclass(frozen=True)
 class RL2PPOConfig:
     """Every RL2-PPO hyperparameter in one place (defaults: garage's HalfCheetahVel example).
@@ -85,13 +93,7 @@ class RL2PPOConfig:
         "initial log standard deviation of the Gaussian policy, in the [-1, 1] action space SB3 "
         "acts in (garage: init_std 1.0, i.e. 0.0)",
     )
-    clip_actions: bool = option(
-        True,
-        "true: SB3 clips the policy's Gaussian sample to the action space before the env (and "
-        "rescales bounds other than [-1, 1] to it). false: the raw sample reaches the env, as in "
-        "garage's RL2 examples; HalfCheetah then charges its control cost on the raw sample and "
-        "MuJoCo clamps the actuators",
-    )
+    clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
     processes: bool = option(False, "step sub-envs in worker processes")
     value_baseline: Literal["critic", "linear"] = option(

@@ -18,7 +18,7 @@ from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.algos.implementation import Benchmark, Implementation
-from metabench.algos.rl2.algorithm import RL2
+from metabench.algos.rl2.algorithm import CLIP_ACTIONS_DOC, RL2
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.rl2.trpo import RL2RecurrentTRPO
 from metabench.tasks.base import TaskSampler
@@ -82,6 +82,7 @@ class RL2TRPOConfig:
     log_std_init: float = option(
         0.0, "initial log standard deviation of the Gaussian policy (garage: init_std 1.0)"
     )
+    clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
     processes: bool = option(False, "step sub-envs in worker processes")
 
