@@ -206,7 +206,8 @@ class RL2(MetaRLAlgorithm):
 
     :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a task env factory.
     :param sampler: meta-training tasks; ``None`` uses the task env's ``sample_tasks``.
-    :param config: hyperparameters (the subclass's config dataclass).
+    :param config: hyperparameters (an instance of the subclass's ``config_class``); ``None``
+        takes its defaults.
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
     :param tensorboard_log: directory for SB3's TensorBoard logs, or ``None``.
@@ -216,19 +217,20 @@ class RL2(MetaRLAlgorithm):
     """
 
     config: Any
+    config_class: type[Any]
     tb_log_name = "rl2"
 
     def __init__(
         self,
         env: str | Callable[..., gym.Env[Any, Any]],
-        sampler: TaskSampler | None,
-        config: Any,
+        sampler: TaskSampler | None = None,
+        config: Any = None,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
         policy_class: type[RecurrentActorCriticPolicy] | None = None,
     ) -> None:
-        self.config = config
+        self.config = config = self.config_class() if config is None else config
         if policy_class is None:
             policy_class = POLICY_CLASSES[config.recurrent_cell]
         elif issubclass(policy_class, WholeSequenceGruPolicy) != (config.recurrent_cell == "gru"):
@@ -362,27 +364,8 @@ class RL2PPO(RL2):
     """
 
     config: RL2PPOConfig
+    config_class = RL2PPOConfig
     tb_log_name = "rl2_ppo"
-
-    def __init__(
-        self,
-        env: str | Callable[..., gym.Env[Any, Any]],
-        sampler: TaskSampler | None = None,
-        config: RL2PPOConfig | None = None,
-        seed: int = 0,
-        env_kwargs: dict[str, Any] | None = None,
-        tensorboard_log: str | None = None,
-        policy_class: type[RecurrentActorCriticPolicy] | None = None,
-    ) -> None:
-        super().__init__(
-            env,
-            sampler,
-            config or RL2PPOConfig(),
-            seed,
-            env_kwargs,
-            tensorboard_log,
-            policy_class,
-        )
 
     def _make_model(
         self,
@@ -408,25 +391,29 @@ class RL2PPO(RL2):
         )
 
 
-# -- the entry point of baselines/rl2-ppo.toml -----------------------------------------------------
-def _rl2_defaults(spec: Benchmark) -> dict[str, Any]:
-    return {**config_dict(RL2PPOConfig()), "episodes_per_trial": spec.episodes_per_trial}
+# -- the entry points of baselines/rl2-*.toml -----------------------------------------------------
+def rl2_implementation(algorithm: type[RL2], config: str) -> Implementation:
+    """The :class:`Implementation` of an RL2 variant: its defaults (the benchmark's episodes
+    per trial over its config's) and its builder; ``config`` is the config's import path."""
+    config_class = algorithm.config_class
+
+    def defaults(spec: Benchmark) -> dict[str, Any]:
+        return {**config_dict(config_class()), "episodes_per_trial": spec.episodes_per_trial}
+
+    def build(
+        spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+    ) -> MetaRLAlgorithm:
+        return algorithm(
+            spec.env_id,
+            sampler=spec.train_sampler(seed),
+            config=config_class(**hyperparameters),
+            seed=seed,
+            env_kwargs=spec.train_env_kwargs(seed),
+            tensorboard_log=log_dir,
+        )
+
+    return Implementation(defaults, build, config=config)
 
 
-def _build_rl2(
-    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
-) -> MetaRLAlgorithm:
-    return RL2PPO(
-        spec.env_id,
-        sampler=spec.train_sampler(seed),
-        config=RL2PPOConfig(**hyperparameters),
-        seed=seed,
-        env_kwargs=spec.train_env_kwargs(seed),
-        tensorboard_log=log_dir,
-    )
-
-
-RL2_PPO = Implementation(
-    _rl2_defaults, _build_rl2, config="metabench.algos.rl2.algorithm:RL2PPOConfig"
-)
+RL2_PPO = rl2_implementation(RL2PPO, "metabench.algos.rl2.algorithm:RL2PPOConfig")
 """RL2-PPO on a benchmark: ``entry_point = "metabench.algos.rl2.algorithm:RL2_PPO"``."""

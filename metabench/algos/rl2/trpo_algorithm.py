@@ -9,20 +9,15 @@ for what the example leaves out.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import gymnasium as gym
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
-from metabench.algos.base import MetaRLAlgorithm
-from metabench.algos.implementation import Benchmark, Implementation
-from metabench.algos.rl2.algorithm import CLIP_ACTIONS_DOC, RL2
+from metabench.algos.rl2.algorithm import CLIP_ACTIONS_DOC, RL2, rl2_implementation
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.rl2.trpo import RL2RecurrentTRPO
-from metabench.tasks.base import TaskSampler
-from metabench.validation import check_config, config_dict, option
+from metabench.validation import check_config, option
 
 __all__ = ["RL2TRPO", "RL2_TRPO", "RL2TRPOConfig"]
 
@@ -112,27 +107,8 @@ class RL2TRPO(RL2):
     """
 
     config: RL2TRPOConfig
+    config_class = RL2TRPOConfig
     tb_log_name = "rl2_trpo"
-
-    def __init__(
-        self,
-        env: str | Callable[..., gym.Env[Any, Any]],
-        sampler: TaskSampler | None = None,
-        config: RL2TRPOConfig | None = None,
-        seed: int = 0,
-        env_kwargs: dict[str, Any] | None = None,
-        tensorboard_log: str | None = None,
-        policy_class: type[RecurrentActorCriticPolicy] | None = None,
-    ) -> None:
-        super().__init__(
-            env,
-            sampler,
-            config or RL2TRPOConfig(),
-            seed,
-            env_kwargs,
-            tensorboard_log,
-            policy_class,
-        )
 
     def _make_model(
         self,
@@ -173,27 +149,5 @@ class RL2TRPO(RL2):
         }
 
 
-# -- the entry point of baselines/rl2-trpo.toml ----------------------------------------------------
-def _rl2_trpo_defaults(spec: Benchmark) -> dict[str, Any]:
-    return {**config_dict(RL2TRPOConfig()), "episodes_per_trial": spec.episodes_per_trial}
-
-
-def _build_rl2_trpo(
-    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
-) -> MetaRLAlgorithm:
-    return RL2TRPO(
-        spec.env_id,
-        sampler=spec.train_sampler(seed),
-        config=RL2TRPOConfig(**hyperparameters),
-        seed=seed,
-        env_kwargs=spec.train_env_kwargs(seed),
-        tensorboard_log=log_dir,
-    )
-
-
-RL2_TRPO = Implementation(
-    _rl2_trpo_defaults,
-    _build_rl2_trpo,
-    config="metabench.algos.rl2.trpo_algorithm:RL2TRPOConfig",
-)
+RL2_TRPO = rl2_implementation(RL2TRPO, "metabench.algos.rl2.trpo_algorithm:RL2TRPOConfig")
 """RL2-TRPO on a benchmark: ``entry_point = "metabench.algos.rl2.trpo_algorithm:RL2_TRPO"``."""
