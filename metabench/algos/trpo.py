@@ -35,6 +35,7 @@ __all__ = [
     "flat_grad",
     "flatten",
     "hessian_vector_product",
+    "line_search_objectives",
     "set_flat_params",
     "trpo_step",
 ]
@@ -262,6 +263,26 @@ class TRPOStep:
     step_fraction: float
     n_backtracks: int
     gradient_norm: float
+
+
+def line_search_objectives(
+    params: Sequence[torch.Tensor],
+    loss_and_kl: Callable[[], tuple[torch.Tensor, torch.Tensor]],
+) -> tuple[Callable[[], torch.Tensor], Callable[[], torch.Tensor]]:
+    """``(loss_fn, kl_fn)`` for :func:`trpo_step` from one function computing both at the
+    current ``params``: the line search asks for the loss and then the KL at each point, and the
+    two share most of their work (a forward pass, MAML's re-adaptation), so each point is
+    evaluated once."""
+    cache: dict[str, torch.Tensor] = {}
+
+    def evaluate() -> tuple[torch.Tensor, torch.Tensor]:
+        at = flatten([param.detach() for param in params])
+        if "at" not in cache or not torch.equal(cache["at"], at):
+            cache["loss"], cache["kl"] = loss_and_kl()
+            cache["at"] = at.clone()
+        return cache["loss"], cache["kl"]
+
+    return (lambda: evaluate()[0]), (lambda: evaluate()[1])
 
 
 def trpo_step(

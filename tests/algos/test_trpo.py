@@ -17,6 +17,7 @@ from metabench.algos.trpo import (
     flat_grad,
     flatten,
     hessian_vector_product,
+    line_search_objectives,
     set_flat_params,
     trpo_step,
 )
@@ -338,3 +339,17 @@ def test_trpo_step_reports_a_failed_line_search() -> None:
     assert record.n_backtracks == 15
     assert record.kl > 0.01
     assert torch.equal(x.detach(), x0)
+
+
+def test_line_search_objectives_evaluate_each_point_once():
+    param = torch.tensor([1.0, 2.0])
+    calls = []
+
+    def loss_and_kl():
+        calls.append(param.clone())
+        return param.sum(), (param**2).sum()
+
+    loss_fn, kl_fn = line_search_objectives([param], loss_and_kl)
+    assert (loss_fn().item(), kl_fn().item()) == (3.0, 5.0) and len(calls) == 1
+    param.mul_(2.0)  # a new point: evaluated again, once
+    assert (kl_fn().item(), loss_fn().item()) == (20.0, 6.0) and len(calls) == 2

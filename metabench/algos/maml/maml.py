@@ -56,7 +56,13 @@ from metabench.algos.maml.policy import (
     detached_params,
 )
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
-from metabench.algos.trpo import TRPOStep, flat_grad, flatten, hessian_vector_product, trpo_step
+from metabench.algos.trpo import (
+    TRPOStep,
+    flat_grad,
+    hessian_vector_product,
+    line_search_objectives,
+    trpo_step,
+)
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
 from metabench.validation import check_count, config_dict
@@ -614,28 +620,24 @@ class MAML(MetaRLAlgorithm):
         gradient = flat_grad(loss, params, retain_graph=True)
         hvp = hessian_vector_product(lambda: kl_value, params, self.cg_damping)
 
-        cache: dict[str, torch.Tensor] = {}
+        def loss_and_kl() -> tuple[torch.Tensor, torch.Tensor]:
+            candidate = [
+                self.adapt(detached_params(self.policy.params()), data, create_graph=False)
+                for data in train_data
+            ]
+            with torch.no_grad():
+                return (
+                    self.meta_loss(candidate, valid_data, old),
+                    self.kl(candidate, valid_data, old),
+                )
 
-        def evaluate() -> tuple[torch.Tensor, torch.Tensor]:
-            # The line search asks for the loss and then the KL at the same point: adapt once.
-            at = flatten([param.detach() for param in params])
-            if "at" not in cache or not torch.equal(cache["at"], at):
-                candidate = [
-                    self.adapt(detached_params(self.policy.params()), data, create_graph=False)
-                    for data in train_data
-                ]
-                with torch.no_grad():
-                    cache["loss"] = self.meta_loss(candidate, valid_data, old)
-                    cache["kl"] = self.kl(candidate, valid_data, old)
-                cache["at"] = at.clone()
-            return cache["loss"], cache["kl"]
-
+        loss_fn, kl_fn = line_search_objectives(params, loss_and_kl)
         return trpo_step(
             params,
             gradient,
             hvp,
-            lambda: evaluate()[0],
-            lambda: evaluate()[1],
+            loss_fn,
+            kl_fn,
             max_kl=self.max_kl,
             cg_iters=self.cg_iters,
             ls_steps=self.ls_steps,

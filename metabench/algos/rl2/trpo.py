@@ -29,8 +29,8 @@ from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.trpo import (
     TRPOStep,
     flat_grad,
-    flatten,
     hessian_vector_product,
+    line_search_objectives,
     trpo_step,
 )
 
@@ -121,23 +121,18 @@ class RL2RecurrentTRPO(RL2RecurrentPPO):
         loss, kl = loss_and_kl()
         gradient = flat_grad(loss, params, retain_graph=True)
         hvp = hessian_vector_product(lambda: kl, params, self.cg_damping)
-        cache: dict[str, th.Tensor] = {}
 
-        def evaluate() -> tuple[th.Tensor, th.Tensor]:
-            # the line search asks for the loss and then the KL at the same point: one pass
-            at = flatten([param.detach() for param in params])
-            if "at" not in cache or not th.equal(cache["at"], at):
-                with th.no_grad():
-                    cache["loss"], cache["kl"] = loss_and_kl()
-                cache["at"] = at.clone()
-            return cache["loss"], cache["kl"]
+        def loss_and_kl_without_graph() -> tuple[th.Tensor, th.Tensor]:
+            with th.no_grad():
+                return loss_and_kl()
 
+        loss_fn, kl_fn = line_search_objectives(params, loss_and_kl_without_graph)
         step = trpo_step(
             params,
             gradient,
             hvp,
-            lambda: evaluate()[0],
-            lambda: evaluate()[1],
+            loss_fn,
+            kl_fn,
             max_kl=self.max_kl,
             cg_iters=self.cg_iters,
             ls_steps=self.ls_steps,
