@@ -38,7 +38,7 @@ import numpy as np
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.data import EpisodeBatch, EpisodeRecorder
 from metabench.tasks.base import Task
-from metabench.validation import renamed_keyword
+from metabench.validation import check_count, renamed_keyword
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
 
 __all__ = [
@@ -480,8 +480,14 @@ class MetaEvaluator:
             self._task_env.close()
             self._task_env = None
 
-    def evaluate(self, algo: MetaRLAlgorithm) -> MetaTestResult:
-        """Explore, adapt and test ``algo`` on every test task; see the module docstring."""
+    def evaluate(self, algo: MetaRLAlgorithm, workers: int | None = None) -> MetaTestResult:
+        """Explore, adapt and test ``algo`` on every test task; see the module doc.
+
+        :param workers: ``None``: one task after another in this process. A number: all tasks
+            at once in that many worker processes, one batched policy call per step
+            (:mod:`metabench.batched_evaluation`; statistically equivalent, several times
+            faster).
+        """
         task_env = self.task_env
         for index, task in enumerate(self.test_tasks):  # a bad task fails before any stepping
             try:
@@ -490,14 +496,20 @@ class MetaEvaluator:
                 raise ValueError(
                     f"test_tasks[{index}] is not a task of this env: {error}"
                 ) from error
-        ends = _EndFlags(task_env)
-        trial = Trial(ends, episodes_per_trial=self.episodes_per_trial)
-        env = algo.wrap_env(trial)
-        same_obs = env.observation_space == trial.observation_space
-        results = [
-            self._run_task(algo, env, trial, ends, index, same_obs)
-            for index in range(len(self.test_tasks))
-        ]
+        if workers is not None:
+            from metabench.batched_evaluation import evaluate_batched
+
+            check_count("workers", workers, hint="or None for the sequential meta-test")
+            results = evaluate_batched(self, algo, workers)
+        else:
+            ends = _EndFlags(task_env)
+            trial = Trial(ends, episodes_per_trial=self.episodes_per_trial)
+            env = algo.wrap_env(trial)
+            same_obs = env.observation_space == trial.observation_space
+            results = [
+                self._run_task(algo, env, trial, ends, index, same_obs)
+                for index in range(len(self.test_tasks))
+            ]
         spec = getattr(task_env, "spec", None)
         return MetaTestResult(
             algorithm=type(algo).__name__,
@@ -554,6 +566,10 @@ class MetaEvaluator:
                     f"the trial of test task {index} ended after {number + 1} episodes, expected "
                     f"{self.episodes_per_trial}: algo.wrap_env must not end or cut the trial"
                 )
+        return self._task_result(index, episodes)
+
+    def _task_result(self, index: int, episodes: Sequence[EpisodeRecorder]) -> TaskResult:
+        """The :class:`TaskResult` of test task ``index`` from its trial's episodes."""
         successes = [e.success for e in episodes]
         reported = any(s is not None for s in successes)
         return TaskResult(

@@ -17,7 +17,7 @@ observes is the task env passed through :meth:`MetaRLAlgorithm.wrap_env` (RL2 ad
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -38,6 +38,46 @@ class Policy(abc.ABC):
     @abc.abstractmethod
     def get_action(self, observation: np.ndarray) -> np.ndarray:
         """Return the action for ``observation``."""
+
+
+class PolicyBatch(abc.ABC):
+    """Acts in ``n`` envs at once, one task per env: the batched meta-test's policy.
+
+    Rows are envs. Only the rows passed to :meth:`get_actions` act (the others' envs are not
+    stepped), so a recurrent row keeps its state until its env steps again.
+    """
+
+    def reset(self, rows: np.ndarray) -> None:  # noqa: B027 - stateless policies need nothing
+        """An episode starts in the envs of ``rows`` (indices), as :meth:`Policy.reset`."""
+
+    @abc.abstractmethod
+    def get_actions(self, observations: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Actions ``(len(rows), *action_shape)`` for the observations ``(len(rows), ...)`` of
+        the envs ``rows``."""
+
+
+class PolicyList(PolicyBatch):
+    """A :class:`PolicyBatch` of separate :class:`Policy` objects, one per row: what every
+    algorithm's batched meta-test does unless it batches its forward passes itself."""
+
+    def __init__(self, policies: Sequence[Policy]) -> None:
+        self.policies = list(policies)
+
+    def reset(self, rows: np.ndarray) -> None:
+        for row in rows:
+            self.policies[row].reset()
+
+    def get_actions(self, observations: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return np.stack(
+            [
+                np.asarray(self.policies[row].get_action(obs))
+                for row, obs in zip(rows, observations, strict=True)
+            ]
+        )
+
+
+def _unchanged(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+    return env
 
 
 class MetaRLAlgorithm(abc.ABC):
@@ -78,6 +118,41 @@ class MetaRLAlgorithm(abc.ABC):
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """The env this algorithm's policies observe, built around a task env."""
         return env
+
+    def env_wrapper(self) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
+        """:meth:`wrap_env` as a function that is pickled into worker processes (the batched
+        meta-test builds its envs there). The default sends :meth:`wrap_env` itself, and the
+        algorithm with it; algorithms that hold models or vector envs return a small function
+        of their settings instead."""
+        if type(self).wrap_env is MetaRLAlgorithm.wrap_env:
+            return _unchanged
+        return self.wrap_env
+
+    # -- the batched meta-test -------------------------------------------------------------------
+    def get_exploration_policies(self, n: int) -> PolicyBatch:
+        """Exploration policies for ``n`` tasks at once (:meth:`get_exploration_policy` each,
+        unless an algorithm batches them)."""
+        return PolicyList([self.get_exploration_policy() for _ in range(n)])
+
+    def adapt_policies(
+        self, exploration_policies: PolicyBatch, exploration_episodes: Sequence[EpisodeBatch]
+    ) -> PolicyBatch:
+        """Each row adapted to its task's ``exploration_episodes`` (:meth:`adapt_policy` each,
+        unless an algorithm batches them); ``exploration_policies`` came from
+        :meth:`get_exploration_policies`."""
+        if not isinstance(exploration_policies, PolicyList):
+            raise TypeError(
+                f"adapt_policies needs the PolicyList of get_exploration_policies(), got "
+                f"{type(exploration_policies).__name__}"
+            )
+        return PolicyList(
+            [
+                self.adapt_policy(policy, episodes)
+                for policy, episodes in zip(
+                    exploration_policies.policies, exploration_episodes, strict=True
+                )
+            ]
+        )
 
     @contextmanager
     def evaluation_streams(self, seed: int) -> Iterator[None]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +59,10 @@ def task_features(task: Task) -> np.ndarray:
             raise ValueError(f"task[{key!r}] = {task[key]!r} is not a finite number")
         parts.append(value)
     return np.concatenate(parts)
+
+
+def _reference_env(env: gym.Env[Any, Any], oracle: bool) -> gym.Env[Any, Any]:
+    return rescale_actions(TaskInObservation(env) if oracle else env)
 
 
 class TaskInObservation(gym.ObservationWrapper[np.ndarray, Any, np.ndarray]):
@@ -222,7 +226,10 @@ class ReferencePPO(MetaRLAlgorithm):
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """The oracle's task-augmented observation; actions presented as [-1, 1] to SB3."""
-        return rescale_actions(TaskInObservation(env) if self.oracle else env)
+        return _reference_env(env, self.oracle)
+
+    def env_wrapper(self) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
+        return functools.partial(_reference_env, oracle=self.oracle)
 
     def train(self, n_iterations: int) -> dict[str, float]:
         """``n_iterations`` PPO iterations of one episode per sub-env; their mean return."""

@@ -47,6 +47,8 @@ class Setting:
     """``file:line`` of each value, for errors."""
     env: dict[str, Any] = field(default_factory=dict)
     """Task env kwargs the algorithm's published setup adds on the benchmark (``env = {...}``)."""
+    cpus: int | None = None
+    """Cores a run on the benchmark uses, when they differ from the file's ``cpus``."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,12 @@ class AlgorithmEntry:
     def settings_for(self, benchmark: str) -> list[Setting]:
         """The ``[benchmarks.*]`` tables that apply to ``benchmark``, in file order."""
         return [s for pattern, s in self.benchmarks if fnmatch.fnmatchcase(benchmark, pattern)]
+
+    def cpus_for(self, benchmark: str) -> int:
+        """The cores a run on ``benchmark`` declares: the last matching table's ``cpus``, else
+        the file's."""
+        declared = [s.cpus for s in self.settings_for(benchmark) if s.cpus is not None]
+        return declared[-1] if declared else self.cpus
 
     def env_kwargs(self, spec: BenchmarkSpec) -> dict[str, Any]:
         """The task env kwargs this algorithm adds on ``spec`` (its tables' ``env``).
@@ -206,13 +214,20 @@ def load_implementation(entry_point: str, path: str = "") -> Implementation:
 
 def _setting(spec: SpecFile, table: dict[str, Any], where: str, schema: Any = None) -> Setting:
     """One table: ``source`` (required), ``steps`` and ``set`` for profiles, else values."""
-    if schema is None:  # a [benchmarks.*] table: hyperparameters beside the source and env
-        values = {key: value for key, value in table.items() if key not in ("source", "env")}
+    if schema is None:  # a [benchmarks.*] table: hyperparameters beside source, env and cpus
+        values = {
+            key: value for key, value in table.items() if key not in ("source", "env", "cpus")
+        }
         if not isinstance(table.get("source"), str):
             raise spec.error(f'[{where}] needs source = "where these settings come from"')
         places = {key: _place(spec, key, where) for key in values}
         env = check_table(spec, table.get("env", {}), None, where=f"{where}.env")
-        return Setting(f"{spec.path} [{where}]", table["source"], values, places=places, env=env)
+        cpus = table.get("cpus")
+        if cpus is not None and (not isinstance(cpus, int) or isinstance(cpus, bool) or cpus < 1):
+            raise spec.error(f"cpus must be an integer of at least 1, got {cpus!r}", "cpus", where)
+        return Setting(
+            f"{spec.path} [{where}]", table["source"], values, places=places, env=env, cpus=cpus
+        )
     checked = check_table(spec, table, schema, where=where, required=("source",))
     steps = checked.get("steps")
     if steps is not None and steps < 1:

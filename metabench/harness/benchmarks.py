@@ -37,6 +37,8 @@ class BenchmarkSpec:
         (``[evaluation] exploration_episodes``).
     :param test_episodes: meta-test episodes with the adapted policy
         (``[evaluation] test_episodes``).
+    :param batched_metatest: meta-test all test tasks at once (``[evaluation] batched``; see
+        :mod:`metabench.batched_evaluation`).
     :param n_test_tasks: held-out tasks evaluated at meta-test.
     :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
     :param reports_success: whether the task env reports ``info["success"]``.
@@ -51,6 +53,7 @@ class BenchmarkSpec:
     episodes_per_trial: int = 2
     exploration_episodes: int = 1
     test_episodes: int = 1
+    batched_metatest: bool = False
     n_test_tasks: int = 10
     metaworld: str | None = None
     reports_success: bool = False
@@ -141,7 +144,7 @@ ENV_SCHEMA = {
     "tasks": dict, "split": dict, "evaluation": dict,
 }  # fmt: skip
 SPLIT_SCHEMA = {"kind": str, "benchmark": str, "test_tasks": int}
-EVALUATION_SCHEMA = {"exploration_episodes": int, "test_episodes": int}
+EVALUATION_SCHEMA = {"exploration_episodes": int, "test_episodes": int, "batched": bool}
 SPLIT_KINDS = ("seed", "metaworld")
 
 
@@ -171,7 +174,7 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
     counts: dict[str, int] = {
         **{key: top[key] for key in ("episodes_per_trial", "horizon") if key in top},
         "test_tasks": split.get("test_tasks", 10),
-        **evaluation,
+        **{key: evaluation[key] for key in ("exploration_episodes", "test_episodes")},
     }
     for key, value in counts.items():
         if value < 1:
@@ -191,6 +194,7 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         episodes_per_trial=top["episodes_per_trial"],
         exploration_episodes=evaluation["exploration_episodes"],
         test_episodes=evaluation["test_episodes"],
+        batched_metatest=evaluation.get("batched", False),
         n_test_tasks=counts["test_tasks"],
         metaworld=metaworld,
         reports_success=top.get("reports_success", False),

@@ -55,7 +55,15 @@ def plan(
             for seed in seeds:
                 out = results / spec.name / f"{entry.name}-seed{seed}"
                 cells.append(
-                    Cell(spec.name, entry.name, seed, settings.steps, overrides, out, entry.cpus)
+                    Cell(
+                        spec.name,
+                        entry.name,
+                        seed,
+                        settings.steps,
+                        overrides,
+                        out,
+                        entry.cpus_for(spec.name),
+                    )
                 )
     return cells
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -222,6 +223,20 @@ class RunPlan:
         """The meta-test of this run: its test tasks, with the benchmark's protocol."""
         return make_evaluator(self.spec, self.config["seed"], test_tasks=self.test_tasks)
 
+    @property
+    def metatest_workers(self) -> int | None:
+        """See :func:`metatest_workers`."""
+        return metatest_workers(self.config)
+
+
+def metatest_workers(config: dict[str, Any]) -> int | None:
+    """The ``workers`` of a run's meta-test (``MetaEvaluator.evaluate``): ``None`` (one task
+    at a time) unless its protocol is batched, then the run's ``cpus`` (default: every core).
+    The number of workers never changes the numbers."""
+    if not config["protocol"].get("batched"):
+        return None
+    return int(config.get("cpus") or os.cpu_count() or 1)
+
 
 def plan_run(settings: RunSettings) -> RunPlan:
     """Resolve ``settings`` once (raises ``KeyError`` or ``ValueError`` for unknown names and
@@ -255,6 +270,8 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         "protocol": {
             "n_exploration_eps": spec.exploration_episodes,
             "n_test_episodes": spec.test_episodes,
+            # recorded only when set: runs of sequential benchmarks keep their config
+            **({"batched": True} if spec.batched_metatest else {}),
         },
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }

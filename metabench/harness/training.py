@@ -25,6 +25,7 @@ from metabench.harness.run import (
     benchmark_for,
     build_algorithm,
     make_evaluator,
+    metatest_workers,
     plan_run,
 )
 from metabench.rng import derived_seed
@@ -122,7 +123,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
                 writer.add_scalar(key, value, env_steps)
             if settings.eval_every and iteration % settings.eval_every == 0:
                 with algo.evaluation_streams(evaluation_seed(settings.seed, iteration)):
-                    periodic = evaluator.evaluate(algo)
+                    periodic = evaluator.evaluate(algo, plan.metatest_workers)
                 _log_metatest(writer, periodic, env_steps)
                 atomic_write_json(
                     run.evaluations / f"iteration-{iteration:06d}.json",
@@ -148,7 +149,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         if stop_requested():
             raise KeyboardInterrupt
         progress.update(bar, description="meta-testing", completed=max(n_iterations, 1))
-        final = evaluator.evaluate(algo)
+        final = evaluator.evaluate(algo, plan.metatest_workers)
         _log_metatest(writer, final, n_iterations * per_iteration)
     result = make_result(
         config=config,
@@ -207,7 +208,7 @@ def evaluate(
             exploration_episodes=exploration_episodes,
             test_episodes=test_episodes,
         )
-        result = evaluator.evaluate(algo)
+        result = evaluator.evaluate(algo, metatest_workers(config))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     atomic_write_json(
         run.evaluations / f"evaluate-{stamp}.json",

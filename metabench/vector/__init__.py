@@ -25,9 +25,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorWrapper
-from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, check_n_tasks
+from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.wrappers import RL2Env, Trial
 
 VectorBackend = Literal["sb3", "gymnasium"]
@@ -231,6 +232,7 @@ def make_meta_vec_env(
     processes: bool = False,
     env_kwargs: dict[str, Any] | None = None,
     wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]] | None = None,
+    workers: int | None = None,
 ) -> MetaBatchVecEnv | MetaBatchVectorEnv:
     """Build a trial-aware vector env for a meta-batch of ``num_envs`` tasks.
 
@@ -242,7 +244,12 @@ def make_meta_vec_env(
     :param rl2: wrap each sub-env in :class:`~metabench.wrappers.RL2Env`.
     :param seed: seeds the sub-envs (``seed + i``) and fixes the per-trial task sequence.
     :param backend: ``"sb3"`` (a Stable-Baselines3 ``VecEnv``) or ``"gymnasium"``.
-    :param processes: step sub-envs in worker processes (``SubprocVecEnv``/``AsyncVectorEnv``).
+    :param processes: step sub-envs in worker processes: with ``backend="sb3"``, ``workers``
+        processes each stepping a shard of them
+        (:class:`~metabench.vector.sharded_sb3.ShardedSubprocVecEnv`, the same results as
+        in-process); with ``"gymnasium"``, one process per sub-env (``AsyncVectorEnv``).
+    :param workers: worker processes for ``processes`` with ``backend="sb3"`` (default: one per
+        core).
     :param wrapper: applied last to each sub-env (e.g. an action rescaling); must be picklable
         when ``processes`` is set.
 
@@ -275,7 +282,7 @@ def make_meta_vec_env(
         for slot in range(num_envs)
     ]
     if backend == "sb3":
-        venv: VecEnv = SubprocVecEnv(fns) if processes else DummyVecEnv(fns)
+        venv: VecEnv = ShardedSubprocVecEnv(fns, workers) if processes else DummyVecEnv(fns)
         venv.seed(seed)
         return MetaBatchVecEnv(venv, sampler, seed)
     vector_env = AsyncVectorEnv(fns) if processes else SyncVectorEnv(fns)

@@ -849,7 +849,10 @@ def _build_maml(
         # `cpus`), each stepping its shard in a loop (the same results as in-process)
         from metabench.vector.sharded import make_sharded_task_env
 
-        vec_env = make_sharded_task_env(spec.env_id, num_envs, n_workers=cpus, **env_kwargs)
+        # (the collector reads no infos: the workers send none)
+        vec_env = make_sharded_task_env(
+            spec.env_id, num_envs, n_workers=cpus, info_keys=(), **env_kwargs
+        )
     elif gym.spec(spec.env_id).vector_entry_point is not None:
         # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
         # Python env per episode; the collector talks to both through the same API

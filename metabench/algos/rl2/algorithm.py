@@ -16,8 +16,9 @@ baseline instead of a learned critic), ``recurrent_cell="gru"`` and ``entropy_me
 from __future__ import annotations
 
 import abc
+import functools
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -27,7 +28,7 @@ from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
 
-from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
 from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
@@ -54,6 +55,13 @@ CLIP_ACTIONS_DOC = (
     "rescales bounds other than [-1, 1] to it). false: the raw sample reaches the env, as in "
     "garage's RL2 examples; HalfCheetah then charges its control cost on the raw sample and "
     "MuJoCo clamps the actuators"
+)
+
+
+PROCESSES_DOC = (
+    "step the sub-envs in worker processes, one per core the run may use (--cpus), each "
+    "stepping a shard, while the policy acts on one torch thread; the same numbers as "
+    "in-process"
 )
 
 
@@ -95,7 +103,7 @@ class RL2PPOConfig:
     )
     clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
-    processes: bool = option(False, "step sub-envs in worker processes")
+    processes: bool = option(False, PROCESSES_DOC)
     value_baseline: Literal["critic", "linear"] = option(
         "critic",
         "what advantages are measured against. critic: sb3-contrib's learned value function (a "
@@ -199,6 +207,63 @@ class RL2AdaptedPolicy(Policy):
         return self._explored.get_action(observation)
 
 
+class RL2PolicyBatch(PolicyBatch):
+    """:class:`RL2ExplorationPolicy` and :class:`RL2AdaptedPolicy` for ``n`` tasks at once: one
+    recurrent forward pass per step over the rows that act, each row with its own hidden state.
+
+    :meth:`adapted` is the batch after exploration: each test episode of a row starts from the
+    hidden state that row's exploration ended with.
+    """
+
+    def __init__(self, model: RecurrentPPO, deterministic: bool, n: int) -> None:
+        self.model = model
+        self.deterministic = deterministic
+        self.n = n
+        self._state: tuple[np.ndarray, ...] | None = None  # (layers, n, hidden) arrays
+        self._episode_start = np.ones(n, dtype=bool)
+        self._adapted: tuple[np.ndarray, ...] | None = None
+
+    def get_actions(self, observations: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        state = None if self._state is None else tuple(s[:, rows] for s in self._state)
+        actions, new_state = self.model.predict(
+            observations,
+            state=state,
+            episode_start=self._episode_start[rows],
+            deterministic=self.deterministic,
+        )
+        assert new_state is not None  # a recurrent model always returns its state
+        if self._state is None:
+            self._state = tuple(
+                np.zeros((s.shape[0], self.n, *s.shape[2:]), dtype=s.dtype) for s in new_state
+            )
+        for full, part in zip(self._state, new_state, strict=True):
+            full[:, rows] = part
+        self._episode_start[rows] = False
+        return np.asarray(actions)
+
+    def adapted(self) -> RL2PolicyBatch:
+        """The rows' policies after exploration (this batch must not act again)."""
+        if self._state is None:
+            raise RuntimeError("the exploration policies have not acted: nothing to adapt to")
+        self._adapted = tuple(s.copy() for s in self._state)
+        return self
+
+    def reset(self, rows: np.ndarray) -> None:
+        if self._adapted is not None:  # a test episode: back to the state exploration ended in
+            assert self._state is not None
+            for full, adapted in zip(self._state, self._adapted, strict=True):
+                full[:, rows] = adapted[:, rows]
+
+
+def _rl2_env(env: gym.Env[Any, Any], reward_scale: float, clip_actions: bool) -> gym.Env[Any, Any]:
+    """What RL2's policies observe: ``RL2Env`` around ``env``, actions as SB3 presents them."""
+    return _action_wrapper(clip_actions)(RL2Env(env, reward_scale=reward_scale))
+
+
+def _action_wrapper(clip_actions: bool) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
+    return rescale_actions if clip_actions else unclipped_actions
+
+
 class RL2(MetaRLAlgorithm):
     """What RL2 is whatever updates its recurrent policy: the trial-aware vector env, one trial
     per sub-env per iteration, the meta-test policies and the checkpoints. :class:`RL2PPO` and
@@ -214,6 +279,7 @@ class RL2(MetaRLAlgorithm):
     :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
         sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same LSTM policy step by
         step (only for speed comparisons: results are equal).
+    :param workers: env worker processes with ``config.processes`` (default: one per core).
     """
 
     config: Any
@@ -229,6 +295,7 @@ class RL2(MetaRLAlgorithm):
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
         policy_class: type[RecurrentActorCriticPolicy] | None = None,
+        workers: int | None = None,
     ) -> None:
         self.config = config = self.config_class() if config is None else config
         if policy_class is None:
@@ -249,7 +316,8 @@ class RL2(MetaRLAlgorithm):
             backend="sb3",
             processes=config.processes,
             env_kwargs=env_kwargs,
-            wrapper=self._action_wrapper,
+            wrapper=_action_wrapper(config.clip_actions),
+            workers=workers,
         )
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])
@@ -262,6 +330,8 @@ class RL2(MetaRLAlgorithm):
         if config.value_baseline == "linear":
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
         self.model = self._make_model(policy_class, policy_kwargs, seed, tensorboard_log)
+        if config.processes:  # torch's threads would spin on the cores the env workers step on
+            self.model.rollout_threads = 1
         self.iterations = 0
 
     @abc.abstractmethod
@@ -325,12 +395,24 @@ class RL2(MetaRLAlgorithm):
             raise TypeError("adapt_policy needs the policy returned by get_exploration_policy()")
         return RL2AdaptedPolicy(exploration_policy)
 
-    def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
-        return self._action_wrapper(RL2Env(env, reward_scale=self.config.reward_scale))
+    def get_exploration_policies(self, n: int) -> PolicyBatch:
+        return RL2PolicyBatch(self.model, self.config.deterministic_eval, n)
 
-    @property
-    def _action_wrapper(self) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
-        return rescale_actions if self.config.clip_actions else unclipped_actions
+    def adapt_policies(
+        self, exploration_policies: PolicyBatch, exploration_episodes: Sequence[EpisodeBatch]
+    ) -> PolicyBatch:
+        """As :meth:`adapt_policy`, row by row: each row goes on from its own hidden state."""
+        if not isinstance(exploration_policies, RL2PolicyBatch):
+            raise TypeError("adapt_policies needs the batch returned by get_exploration_policies()")
+        return exploration_policies.adapted()
+
+    def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+        return self.env_wrapper()(env)
+
+    def env_wrapper(self) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
+        return functools.partial(
+            _rl2_env, reward_scale=self.config.reward_scale, clip_actions=self.config.clip_actions
+        )
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -401,7 +483,11 @@ def rl2_implementation(algorithm: type[RL2], config: str) -> Implementation:
         return {**config_dict(config_class()), "episodes_per_trial": spec.episodes_per_trial}
 
     def build(
-        spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
+        spec: Benchmark,
+        seed: int,
+        hyperparameters: dict[str, Any],
+        log_dir: str | None,
+        cpus: int | None = None,
     ) -> MetaRLAlgorithm:
         return algorithm(
             spec.env_id,
@@ -410,6 +496,7 @@ def rl2_implementation(algorithm: type[RL2], config: str) -> Implementation:
             seed=seed,
             env_kwargs=spec.train_env_kwargs(seed),
             tensorboard_log=log_dir,
+            workers=cpus,
         )
 
     return Implementation(defaults, build, config=config)

@@ -24,6 +24,8 @@ and no random number is drawn, so results are bit-identical.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -55,6 +57,18 @@ baseline fitted over each whole trial."""
 
 ENTROPY_METHODS = ("regularized", "max")
 """``regularized``: entropy bonus in the loss; ``max``: entropy added to every step's reward."""
+
+
+@contextlib.contextmanager
+def torch_threads(n: int | None) -> Iterator[None]:
+    """Run the block on ``n`` torch threads (``None``: unchanged), then restore the count."""
+    before = th.get_num_threads()
+    if n is not None:
+        th.set_num_threads(n)
+    try:
+        yield
+    finally:
+        th.set_num_threads(before)
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -157,6 +171,8 @@ class RL2RecurrentPPO(RecurrentPPO):
         self.entropy_method = entropy_method
         self.policy_ent_coeff = float(policy_ent_coeff)
         self.linear_baseline = LinearFeatureBaseline() if value_baseline == "linear" else None
+        self.rollout_threads: int | None = None
+        """torch threads while collecting rollouts (``None``: as set); the update uses all."""
         super().__init__(*args, **kwargs)
 
     def _setup_model(self) -> None:
@@ -183,7 +199,8 @@ class RL2RecurrentPPO(RecurrentPPO):
         n_rollout_steps: int,
     ) -> bool:
         """``RecurrentPPO.collect_rollouts``, then the configured advantages replace its own."""
-        complete = super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
+        with torch_threads(self.rollout_threads):
+            complete = super().collect_rollouts(env, callback, rollout_buffer, n_rollout_steps)
         if not complete or (
             self.value_baseline == "critic" and self.entropy_method == "regularized"
         ):

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
-from metabench.algos.rl2.algorithm import CLIP_ACTIONS_DOC, RL2, rl2_implementation
+from metabench.algos.rl2.algorithm import CLIP_ACTIONS_DOC, PROCESSES_DOC, RL2, rl2_implementation
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.rl2.trpo import RL2RecurrentTRPO
 from metabench.validation import check_config, option
@@ -79,7 +79,7 @@ class RL2TRPOConfig:
     )
     clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
-    processes: bool = option(False, "step sub-envs in worker processes")
+    processes: bool = option(False, PROCESSES_DOC)
 
     def __post_init__(self) -> None:
         check_config(self)

@@ -1,0 +1,183 @@
+"""The batched meta-test: every test task's trial steps at once, one policy call per step.
+
+:meth:`MetaEvaluator.evaluate(algo, workers=k) <metabench.evaluation.MetaEvaluator.evaluate>`
+runs the same protocol as the sequential meta-test (explore, adapt, test, on the same tasks with
+the same reset seeds) on a :class:`~metabench.vector.sharded.ShardedVectorEnv` holding one trial
+per test task, spread over ``k`` worker processes. Per step the algorithm's
+:class:`~metabench.algos.base.PolicyBatch` acts for all tasks whose trial is still in the current
+phase in one call (RL2: one recurrent forward pass over all of them), and only those tasks' envs
+step, so a task whose episodes end early waits for the others at the adaptation point.
+
+What changes against the sequential meta-test, and what does not:
+
+* the envs see exactly the sequential meta-test's tasks, seeds and actions' semantics, and an
+  env's results do not depend on the number of workers;
+* policies that draw random actions draw them in a different order (all tasks per step instead
+  of one task after another), and a batched forward pass may round differently from one row at
+  a time: results are statistically equivalent, not bit-identical
+  (``tests/test_batched_evaluation.py`` checks both: identical episodes for a deterministic
+  per-row policy, equal return distributions for a sampling one).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import gymnasium as gym
+import numpy as np
+
+from metabench.algos.base import MetaRLAlgorithm, PolicyBatch
+from metabench.data import EpisodeRecorder
+from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
+
+if TYPE_CHECKING:
+    from metabench.evaluation import MetaEvaluator, TaskResult
+
+__all__ = ["StepReport", "evaluate_batched"]
+
+
+class StepReport(NamedTuple):
+    """What one sub-env's step sends back: only what the evaluator records."""
+
+    observation: np.ndarray
+    reward: float
+    trial_over: bool
+    episode_ended: bool
+    terminated: bool
+    success: bool | None
+    final_observation: np.ndarray
+
+
+class _RowStepper(gym.Wrapper[Any, Any, Any, Any]):
+    """The top of sub-env ``row``: steps only when its row acts (:meth:`step_rows`)."""
+
+    def __init__(self, env: gym.Env[Any, Any], ends: Any, trial: Trial, row: int) -> None:
+        super().__init__(env)
+        self.ends = ends
+        self.row = row
+        # a wrapper that changes the observation (RL2) cannot use the raw final observation
+        self.same_obs = env.observation_space == trial.observation_space
+
+    def step_rows(self, actions: np.ndarray, rows: np.ndarray) -> StepReport | None:
+        """Step with ``actions[row]`` if this sub-env's row is one of ``rows``, else do
+        nothing (``actions`` holds a row for every sub-env)."""
+        if not np.any(rows == self.row):
+            return None
+        obs, reward, terminated, truncated, info = self.env.step(actions[self.row])
+        trial_over = bool(terminated or truncated)
+        final = info.get(FINAL_OBSERVATION, obs) if self.same_obs else obs
+        return StepReport(
+            observation=obs,
+            reward=float(reward),
+            trial_over=trial_over,
+            episode_ended=trial_over or bool(info.get(EPISODE_END)),
+            terminated=self.ends.terminated,
+            success=bool(info["success"]) if "success" in info else None,
+            final_observation=final,
+        )
+
+
+def _sub_env(
+    make_task_env: Callable[[], gym.Env[Any, Any]],
+    episodes_per_trial: int,
+    wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]],
+    row: int,
+) -> gym.Env[Any, Any]:
+    from metabench.evaluation import _EndFlags
+
+    ends = _EndFlags(make_task_env())
+    trial = Trial(ends, episodes_per_trial=episodes_per_trial)
+    return _RowStepper(wrapper(trial), ends, trial, row)
+
+
+def evaluate_batched(
+    evaluator: MetaEvaluator, algo: MetaRLAlgorithm, workers: int
+) -> list[TaskResult]:
+    """Every test task's :class:`~metabench.evaluation.TaskResult`, all trials stepped together
+    in ``workers`` processes (see the module doc)."""
+    from metabench.vector.sharded import ShardedVectorEnv
+
+    n = len(evaluator.test_tasks)
+    wrapper = algo.env_wrapper()
+    factories = [
+        functools.partial(
+            _sub_env, evaluator.make_task_env, evaluator.episodes_per_trial, wrapper, row
+        )
+        for row in range(n)
+    ]
+    envs = ShardedVectorEnv(factories, n_workers=workers)
+    try:
+        envs.set_tasks(evaluator.test_tasks)
+        observations, _ = envs.reset(seed=[evaluator.task_seed(i) for i in range(n)])
+        run = _BatchedTrials(envs, np.array(observations), evaluator.episodes_per_trial)
+        policies = algo.get_exploration_policies(n)
+        run.until(evaluator.exploration_episodes, policies)
+        explored = [
+            evaluator._exploration_batch(episodes[: evaluator.exploration_episodes])
+            for episodes in run.episodes
+        ]
+        run.until(evaluator.episodes_per_trial, algo.adapt_policies(policies, explored))
+    finally:
+        envs.close()
+    return [evaluator._task_result(index, episodes) for index, episodes in enumerate(run.episodes)]
+
+
+class _BatchedTrials:
+    """The trials of a batched meta-test, each recorded episode by episode."""
+
+    def __init__(self, envs: Any, observations: np.ndarray, episodes_per_trial: int) -> None:
+        self.envs = envs
+        self.observations = observations
+        self.episodes_per_trial = episodes_per_trial
+        n = len(observations)
+        self.episodes: list[list[EpisodeRecorder]] = [[EpisodeRecorder()] for _ in range(n)]
+        self.completed = np.zeros(n, dtype=np.int64)
+
+    def until(self, episodes: int, policies: PolicyBatch) -> None:
+        """Step every trial until it has completed ``episodes`` episodes, acting with
+        ``policies`` (reset at the start of every episode, the first one included)."""
+        policies.reset(np.flatnonzero(self.completed < episodes))
+        actions: np.ndarray | None = None
+        while True:
+            rows = np.flatnonzero(self.completed < episodes)
+            if rows.size == 0:
+                return
+            chosen = np.asarray(policies.get_actions(self.observations[rows], rows))
+            if actions is None:
+                actions = np.zeros((len(self.observations), *chosen.shape[1:]), chosen.dtype)
+            actions[rows] = chosen
+            reports = self.envs.call("step_rows", actions, rows)
+            starting = [
+                int(row) for row in rows if self._record(int(row), actions[row], reports[row])
+            ]
+            starting = [row for row in starting if self.completed[row] < episodes]
+            if starting:
+                policies.reset(np.array(starting))
+
+    def _record(self, row: int, action: np.ndarray, report: StepReport) -> bool:
+        """Record ``row``'s step; True if it ended an episode."""
+        episode = self.episodes[row][-1]
+        episode.record(
+            self.observations[row],
+            action,
+            report.reward,
+            ended=report.episode_ended,
+            terminated=report.episode_ended and report.terminated,
+            success=report.success,
+        )
+        self.observations[row] = report.observation
+        if not report.episode_ended:
+            return False
+        episode.last_observation = np.array(report.final_observation, copy=True)
+        self.completed[row] += 1
+        last = self.completed[row] == self.episodes_per_trial
+        if report.trial_over != last:
+            raise RuntimeError(
+                f"the trial of test task {row} ended after {self.completed[row]} episodes, "
+                f"expected {self.episodes_per_trial}: algo.wrap_env must not end or cut the trial"
+            )
+        if not last:
+            self.episodes[row].append(EpisodeRecorder())
+        return True

@@ -1,0 +1,302 @@
+"""Where the time of ML10 goes: one RL2-PPO iteration, one MAML-TRPO iteration, one meta-test.
+
+Builds each algorithm exactly as ``metabench train --benchmark ML10`` does (the shipped baseline
+settings), wraps the methods each phase runs in with timers, runs it once and prints the split:
+
+* **env**: Meta-World's own ``step`` (the Sawyer env), measured where it runs;
+* **wrappers**: metabench's task env, ``Trial`` and ``RL2Env`` around it;
+* **vector env / IPC**: the vector env's step beyond its sub-envs' (in-process) or waiting on
+  the worker processes (env stepping and IPC together, as the parent sees them);
+* **policy inference**: the policy's forward passes that choose actions;
+* **rollout buffer**: recording steps, advantages and baselines;
+* **update**: the optimisation step (PPO epochs; MAML's inner adaptation and outer TRPO step).
+
+Also measures Meta-World's env-only step rate (the ML10 training classes in turn, random
+actions) on one process and on every core, the reference the speed checks compare against.
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/profile_ml10.py [--parts rl2 maml metatest env]
+        [--episodes N] [--set KEY=VALUE ...]
+
+``--episodes`` shortens trials and per-task batches for a quick look (the default runs the
+published iteration: 20 tasks x 10 episodes x 500 steps). Nothing else may run meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+import metabench  # noqa: F401 - registers the ids
+from metabench.harness.run import RunSettings, build_algorithm, plan_run
+
+BENCHMARK = "ML10"
+
+
+class Stopwatch:
+    """Adds up the wall time of wrapped callables by label (re-entrant calls count once)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.calls: dict[str, int] = defaultdict(int)
+        self._depth: dict[str, int] = defaultdict(int)
+
+    def wrap(self, owner: Any, name: str, label: str) -> None:
+        """Time ``owner.name`` (an instance or a class attribute) under ``label``."""
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            with self.timing(label):
+                return original(*args, **kwargs)
+
+        setattr(owner, name, timed)
+
+    @contextlib.contextmanager
+    def timing(self, label: str) -> Iterator[None]:
+        self._depth[label] += 1
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._depth[label] -= 1
+            if self._depth[label] == 0:
+                self.seconds[label] += time.perf_counter() - start
+                self.calls[label] += 1
+
+
+def print_split(title: str, total: float, steps: int, rows: list[tuple[str, float]]) -> None:
+    """One table: each phase's seconds and share of ``total``, then the end-to-end rate."""
+    print(f"\n{title}: {steps:,} env steps in {total:.1f} s = {steps / total:,.0f} steps/s")
+    rest = total - sum(seconds for _, seconds in rows)
+    for label, seconds in [*rows, ("other (Python glue, callbacks, copies)", rest)]:
+        print(f"  {label:<44s} {seconds:8.1f} s  {100 * seconds / total:5.1f} %")
+
+
+def build(algorithm: str, overrides: dict[str, Any], seed: int = 0) -> tuple[Any, Any]:
+    """The algorithm as ``metabench train`` builds it on ML10, and the run's plan."""
+    out = Path(tempfile.mkdtemp(prefix="profile-ml10-"))
+    settings = RunSettings(
+        BENCHMARK, algorithm, seed, 1, out, hyperparameters=overrides, cpus=os.cpu_count()
+    )
+    plan = plan_run(settings)
+    return build_algorithm(plan.spec, plan.config, None), plan
+
+
+def time_sawyer_classes(watch: Stopwatch) -> None:
+    """Time ``step`` of every Sawyer env class (so it counts in whatever process it runs)."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+    from metaworld.sawyer_xyz_env import SawyerXYZEnv
+
+    for cls in {SawyerXYZEnv, *ALL_V3_ENVIRONMENTS.values()}:
+        if "step" in vars(cls):
+            watch.wrap(cls, "step", "env: Meta-World step")
+
+
+def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
+    from metabench.algos.rl2.ppo import RL2RecurrentPPO
+
+    if episodes:
+        overrides = {"episodes_per_trial": episodes, **overrides}
+    algo, _ = build("rl2-ppo", overrides)
+    watch = Stopwatch()
+    model, venv = algo.model, algo.venv
+    inner = venv.venv
+    in_process = hasattr(inner, "envs")
+    if in_process:
+        time_sawyer_classes(watch)
+        for env in inner.envs:
+            watch.wrap(env, "step", "wrappers: task env + Trial + RL2Env")
+        watch.wrap(inner, "step_wait", "vector env (DummyVecEnv)")
+    else:
+        watch.wrap(venv, "step_wait", "env + IPC (waiting on workers)")
+    watch.wrap(venv, "reset", "first reset: builds the Sawyer envs")
+    watch.wrap(model.policy, "forward", "policy inference")
+    watch.wrap(model.rollout_buffer, "add", "rollout buffer: add")
+    for name in ("_linear_baseline_advantages", "_rollout_entropies"):
+        watch.wrap(model, name, "rollout buffer: advantages, baseline")
+    watch.wrap(model.rollout_buffer, "compute_returns_and_advantage", "rollout buffer: GAE")
+    watch.wrap(model, "collect_rollouts", "collect")
+    watch.wrap(model, "train", "update: PPO epochs")
+    assert isinstance(model, RL2RecurrentPPO)
+    start = time.perf_counter()
+    algo.train(1)
+    total = time.perf_counter() - start
+    s = watch.seconds
+    rows = [("first reset: builds the Sawyer envs", s["first reset: builds the Sawyer envs"])]
+    if in_process:
+        env_s, wrapped_s = s["env: Meta-World step"], s["wrappers: task env + Trial + RL2Env"]
+        rows += [
+            ("env: Meta-World step", env_s),
+            ("wrappers: task env + Trial + RL2Env", wrapped_s - env_s),
+            ("vector env (DummyVecEnv)", s["vector env (DummyVecEnv)"] - wrapped_s),
+        ]
+    else:
+        rows.append(("env + IPC (waiting on workers)", s["env + IPC (waiting on workers)"]))
+    rows += [
+        ("policy inference", s["policy inference"]),
+        ("rollout buffer: add", s["rollout buffer: add"]),
+        ("rollout buffer: advantages, baseline, GAE",
+         s["rollout buffer: advantages, baseline"] + s["rollout buffer: GAE"]),
+        ("update: PPO epochs", s["update: PPO epochs"]),
+    ]  # fmt: skip
+    config = algo.config
+    print_split(
+        f"RL2-PPO on ML10, one iteration ({config.meta_batch_size} tasks x "
+        f"{config.episodes_per_trial} episodes, {config.recurrent_cell} {config.hidden_size}, "
+        f"{config.value_baseline} baseline, processes={config.processes}, "
+        f"torch threads {torch.get_num_threads()})",
+        total,
+        algo.steps_per_iteration,
+        rows,
+    )
+    algo.venv.close()
+
+
+def profile_maml(overrides: dict[str, Any], episodes: int | None) -> None:
+    if episodes:
+        overrides = {"episodes_per_task": episodes, **overrides}
+    algo, _ = build("maml-trpo", overrides)
+    watch = Stopwatch()
+    collector = algo.sampler
+    vec_env = collector.vec_env
+    watch.wrap(vec_env, "step", "env + IPC (waiting on workers)")
+    watch.wrap(vec_env, "reset", "env + IPC (waiting on workers)")
+    watch.wrap(collector, "collect", "sampling")
+    for name in ("process", "adapt"):
+        watch.wrap(algo, name, "update: baselines + inner adaptation")
+    watch.wrap(algo, "meta_optimize", "update: outer TRPO step")
+    from metabench.algos.maml.policy import BatchedGaussianActor
+
+    # the collector's actor, built per collect() call: its batched forward and sampling
+    watch.wrap(BatchedGaussianActor, "__call__", "policy inference")
+    start = time.perf_counter()
+    stats = algo.train(1)
+    total = time.perf_counter() - start
+    s = watch.seconds
+    inference = s["policy inference"]
+    sampling_rest = s["sampling"] - s["env + IPC (waiting on workers)"] - inference
+    print_split(
+        f"MAML-TRPO on ML10, one iteration ({algo.meta_batch_size} tasks x "
+        f"{collector.episodes_per_task} episodes x 2 passes, {len(vec_env.processes)} env workers, "
+        f"torch threads {torch.get_num_threads()})",
+        total,
+        int(stats["metatrain/env_steps"]),
+        [
+            ("env + IPC (waiting on workers)", s["env + IPC (waiting on workers)"]),
+            ("policy inference (sampling)", inference),
+            ("rollout recording (collector)", sampling_rest),
+            ("update: baselines + inner adaptation", s["update: baselines + inner adaptation"]),
+            ("update: outer TRPO step", s["update: outer TRPO step"]),
+        ],
+    )
+    algo.close()
+
+
+def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
+    algo, plan = build(algorithm, overrides)
+    evaluator = plan.evaluator()
+    watch = Stopwatch()
+    # the adapted policy acts through the exploration policy's get_action (RL2) or its own
+    explorer = type(algo.get_exploration_policy())
+    watch.wrap(explorer, "get_action", "policy inference")
+    time_sawyer_classes(watch)
+    watch.wrap(evaluator.task_env, "step", "task env step")
+    start = time.perf_counter()
+    with algo.evaluation_streams(0):
+        result = evaluator.evaluate(algo)
+    total = time.perf_counter() - start
+    s = watch.seconds
+    print_split(
+        f"meta-test of {algorithm} on ML10 ({result.n_tasks} test tasks x "
+        f"{result.n_exploration_eps}+{result.n_test_episodes} episodes, one env at a time)",
+        total,
+        result.n_env_steps,
+        [
+            ("env: Meta-World step", s["env: Meta-World step"]),
+            ("wrappers: task env", s["task env step"] - s["env: Meta-World step"]),
+            ("policy inference", s["policy inference"]),
+        ],
+    )
+    evaluator.close()
+
+
+def env_only_rate(processes: int, steps: int = 5_000) -> float:
+    """Meta-World's own step rate, env-only: the ML10 training classes in turn, random actions,
+    ``processes`` processes at once (steps/s summed over them)."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(processes) as pool:
+        results = pool.map(_env_only_worker, [(steps, seed) for seed in range(processes)])
+    return sum(steps / seconds for seconds in results)
+
+
+def _env_only_worker(args: tuple[int, int]) -> float:
+    steps, seed = args
+    torch.set_num_threads(1)
+    from metabench.tasks.metaworld import MetaWorldTaskSampler, ML10Env
+
+    env = ML10Env(split="train")
+    sampler = MetaWorldTaskSampler(BENCHMARK)
+    rng = np.random.default_rng(seed)
+    sawyers = []
+    for name in sampler.class_names:
+        env.set_task(sampler.tasks_by_class[name][0])
+        env.reset(seed=seed)
+        sawyers.append(env.sawyer_env)
+    per_class = steps // len(sawyers)
+    actions = rng.uniform(-1, 1, size=(per_class, 4)).astype(np.float32)
+    start = time.perf_counter()
+    for sawyer in sawyers:
+        sawyer.curr_path_length = 0
+        for action in actions:
+            sawyer.step(action)
+            if sawyer.curr_path_length >= 499:
+                sawyer.reset()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parts = ["env", "rl2", "maml", "metatest"]
+    parser.add_argument("--parts", nargs="+", default=parts, choices=parts)
+    parser.add_argument(
+        "--episodes",
+        type=int,
+        default=None,
+        help="episodes per trial (RL2) and per task (MAML); default: the published ones",
+    )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="hyperparameter overrides for RL2-PPO (JSON values)",
+    )
+    args = parser.parse_args()
+    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    if "env" in args.parts:
+        one, every = env_only_rate(1), env_only_rate(os.cpu_count() or 1)
+        print(
+            f"\nMeta-World env-only step rate (ML10 train classes, random actions): "
+            f"{one:,.0f} steps/s on 1 process, {every:,.0f} on {os.cpu_count()}"
+        )
+    if "rl2" in args.parts:
+        profile_rl2(overrides, args.episodes)
+    if "maml" in args.parts:
+        profile_maml({}, args.episodes)
+    if "metatest" in args.parts:
+        profile_metatest("rl2-ppo", overrides)
+
+
+if __name__ == "__main__":
+    main()
