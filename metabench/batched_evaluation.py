@@ -2,8 +2,9 @@
 
 :meth:`MetaEvaluator.evaluate(algo, workers=k) <metabench.evaluation.MetaEvaluator.evaluate>`
 runs the same protocol as the sequential meta-test (explore, adapt, test, on the same tasks with
-the same reset seeds) on a :class:`~metabench.vector.sharded.ShardedVectorEnv` holding one trial
-per test task, spread over ``k`` worker processes. Per step the algorithm's
+the same reset seeds) on one trial per test task, stepped by ``k`` processes: this one steps the
+first shard of trials, ``k - 1`` workers (a :class:`~metabench.vector.sharded.ShardedVectorEnv`)
+the others. Per step the algorithm's
 :class:`~metabench.algos.base.PolicyBatch` acts for all tasks whose trial is still in the current
 phase in one call (RL2: one recurrent forward pass over all of them), and only those tasks' envs
 step, so a task whose episodes end early waits for the others at the adaptation point.
@@ -22,7 +23,7 @@ What changes against the sequential meta-test, and what does not:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import gymnasium as gym
@@ -30,6 +31,8 @@ import numpy as np
 
 from metabench.algos.base import MetaRLAlgorithm, PolicyBatch
 from metabench.data import EpisodeRecorder
+from metabench.tasks.base import Task
+from metabench.threads import torch_threads
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
 
 if TYPE_CHECKING:
@@ -93,12 +96,10 @@ def _sub_env(
 
 
 def evaluate_batched(
-    evaluator: MetaEvaluator, algo: MetaRLAlgorithm, workers: int
+    evaluator: MetaEvaluator, algo: MetaRLAlgorithm, processes: int
 ) -> list[TaskResult]:
     """Every test task's :class:`~metabench.evaluation.TaskResult`, all trials stepped together
-    in ``workers`` processes (see the module doc)."""
-    from metabench.vector.sharded import ShardedVectorEnv
-
+    by ``processes`` processes, this one included (see the module doc)."""
     n = len(evaluator.test_tasks)
     wrapper = algo.env_wrapper()
     factories = [
@@ -107,27 +108,83 @@ def evaluate_batched(
         )
         for row in range(n)
     ]
-    envs = ShardedVectorEnv(factories, n_workers=workers)
-    try:
-        envs.set_tasks(evaluator.test_tasks)
-        observations, _ = envs.reset(seed=[evaluator.task_seed(i) for i in range(n)])
-        run = _BatchedTrials(envs, np.array(observations), evaluator.episodes_per_trial)
-        policies = algo.get_exploration_policies(n)
-        run.until(evaluator.exploration_episodes, policies)
-        explored = [
-            evaluator._exploration_batch(episodes[: evaluator.exploration_episodes])
-            for episodes in run.episodes
-        ]
-        run.until(evaluator.episodes_per_trial, algo.adapt_policies(policies, explored))
-    finally:
-        envs.close()
+    envs = _TrialEnvs(factories, processes)
+    # the policy acts on one torch thread: a second would spin on a core a worker steps on
+    with torch_threads(1):
+        try:
+            envs.set_tasks(evaluator.test_tasks)
+            observations = envs.reset([evaluator.task_seed(i) for i in range(n)])
+            run = _BatchedTrials(envs, observations, evaluator.episodes_per_trial)
+            policies = algo.get_exploration_policies(n)
+            run.until(evaluator.exploration_episodes, policies)
+            explored = [
+                evaluator._exploration_batch(episodes[: evaluator.exploration_episodes])
+                for episodes in run.episodes
+            ]
+            run.until(evaluator.episodes_per_trial, algo.adapt_policies(policies, explored))
+        finally:
+            envs.close()
     return [evaluator._task_result(index, episodes) for index, episodes in enumerate(run.episodes)]
+
+
+class _TrialEnvs:
+    """The sub-envs of a batched meta-test in ``processes`` interleaved shards (row ``i`` in
+    shard ``i % processes``, so that the test tasks of one class, listed together, spread over
+    the processes): the first stepped in this process while the others step in worker processes
+    (a :class:`~metabench.vector.sharded.ShardedVectorEnv`). Stepping a shard here instead of
+    waiting on one more worker matters on virtual machines, where waking an idle core costs
+    about as much as a Meta-World step."""
+
+    def __init__(self, factories: list[Callable[[], gym.Env[Any, Any]]], processes: int) -> None:
+        from metabench.vector.sharded import ShardedVectorEnv
+
+        n = len(factories)
+        processes = min(processes, n)
+        shards = [list(range(p, n, processes)) for p in range(processes)]
+        self.order = [row for shard in shards for row in shard]  # local rows, then remote ones
+        self.unshard = np.argsort(self.order)  # shard-major results -> row order
+        self.local = [factories[row]() for row in shards[0]]
+        remote = [factories[row] for shard in shards[1:] for row in shard]
+        # contiguous worker shards of `remote` are the interleaved shards 1, 2, ...
+        self.remote = ShardedVectorEnv(remote, n_workers=processes - 1) if remote else None
+
+    def set_tasks(self, tasks: Sequence[Task]) -> None:
+        ordered = [tasks[row] for row in self.order]
+        for env, task in zip(self.local, ordered, strict=False):
+            env.get_wrapper_attr("set_task")(task)
+        if self.remote is not None:
+            self.remote.set_tasks(ordered[len(self.local) :])
+
+    def reset(self, seeds: list[int]) -> np.ndarray:
+        ordered = [seeds[row] for row in self.order]
+        if self.remote is not None:
+            remote, _ = self.remote.reset(seed=ordered[len(self.local) :])
+        observations = [env.reset(seed=s)[0] for env, s in zip(self.local, ordered, strict=False)]
+        if self.remote is not None:
+            observations += list(remote)
+        return np.array([observations[j] for j in self.unshard])
+
+    def step_rows(self, actions: np.ndarray, rows: np.ndarray) -> list[StepReport | None]:
+        """Step the sub-envs of ``rows`` with their rows of ``actions``; one report per row
+        (``None`` for those not stepped)."""
+        if self.remote is not None:
+            self.remote.call_async("step_rows", actions, rows)
+        reports = [env.step_rows(actions, rows) for env in self.local]
+        if self.remote is not None:
+            reports += list(self.remote.call_wait())
+        return [reports[j] for j in self.unshard]
+
+    def close(self) -> None:
+        for env in self.local:
+            env.close()
+        if self.remote is not None:
+            self.remote.close()
 
 
 class _BatchedTrials:
     """The trials of a batched meta-test, each recorded episode by episode."""
 
-    def __init__(self, envs: Any, observations: np.ndarray, episodes_per_trial: int) -> None:
+    def __init__(self, envs: _TrialEnvs, observations: np.ndarray, episodes_per_trial: int) -> None:
         self.envs = envs
         self.observations = observations
         self.episodes_per_trial = episodes_per_trial
@@ -148,7 +205,7 @@ class _BatchedTrials:
             if actions is None:
                 actions = np.zeros((len(self.observations), *chosen.shape[1:]), chosen.dtype)
             actions[rows] = chosen
-            reports = self.envs.call("step_rows", actions, rows)
+            reports = self.envs.step_rows(actions, rows)
             starting = [
                 int(row) for row in rows if self._record(int(row), actions[row], reports[row])
             ]

@@ -484,8 +484,8 @@ class MetaEvaluator:
         """Explore, adapt and test ``algo`` on every test task; see the module doc.
 
         :param workers: ``None``: one task after another in this process. A number: all tasks
-            at once in that many worker processes, one batched policy call per step
-            (:mod:`metabench.batched_evaluation`; statistically equivalent, several times
+            at once, stepped by that many processes (this one included), one batched policy
+            call per step (:mod:`metabench.batched_evaluation`; statistically equivalent, and
             faster).
         """
         task_env = self.task_env

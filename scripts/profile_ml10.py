@@ -118,7 +118,7 @@ def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
             watch.wrap(env, "step", "wrappers: task env + Trial + RL2Env")
         watch.wrap(inner, "step_wait", "vector env (DummyVecEnv)")
     else:
-        watch.wrap(venv, "step_wait", "env + IPC (waiting on workers)")
+        watch.wrap(venv, "step_wait", "env + IPC")
     watch.wrap(venv, "reset", "first reset: builds the Sawyer envs")
     watch.wrap(model.policy, "forward", "policy inference")
     watch.wrap(model.rollout_buffer, "add", "rollout buffer: add")
@@ -141,7 +141,7 @@ def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
             ("vector env (DummyVecEnv)", s["vector env (DummyVecEnv)"] - wrapped_s),
         ]
     else:
-        rows.append(("env + IPC (waiting on workers)", s["env + IPC (waiting on workers)"]))
+        rows.append(("env: one shard here, the others in workers", s["env + IPC"]))
     rows += [
         ("policy inference", s["policy inference"]),
         ("rollout buffer: add", s["rollout buffer: add"]),
@@ -228,6 +228,26 @@ def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
         ],
     )
     evaluator.close()
+
+    from metabench.batched_evaluation import _TrialEnvs
+
+    workers = os.cpu_count() or 1
+    batched = Stopwatch()
+    batched.wrap(type(algo.get_exploration_policies(1)), "get_actions", "policy inference")
+    batched.wrap(_TrialEnvs, "step_rows", "env: one shard here, the others in workers")
+    batched.wrap(_TrialEnvs, "__init__", "building the envs and workers")
+    start = time.perf_counter()
+    with algo.evaluation_streams(0):
+        result = evaluator.evaluate(algo, workers=workers)
+    total_batched = time.perf_counter() - start
+    s = batched.seconds
+    print_split(
+        f"batched meta-test of {algorithm} on ML10 ({result.n_tasks} test tasks at once, "
+        f"{workers} processes): {total / total_batched:.2f}x the sequential meta-test",
+        total_batched,
+        result.n_env_steps,
+        [(label, s[label]) for label in sorted(s)],
+    )
 
 
 def env_only_rate(processes: int, steps: int = 5_000) -> float:

@@ -10,6 +10,7 @@ import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.errors import InvalidActionError
 from metabench.tasks.toy import PointGoalEnv
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.vector.workers import WorkerDied
@@ -47,17 +48,17 @@ def assert_same(one: list, other: list) -> None:
 @pytest.mark.parametrize("workers", [1, 2, 3, 8])
 def test_same_results_as_dummy_vec_env(workers):
     expected = rollout(DummyVecEnv(factories()))
-    assert_same(rollout(ShardedSubprocVecEnv(factories(), n_workers=workers)), expected)
+    assert_same(rollout(ShardedSubprocVecEnv(factories(), processes=workers)), expected)
 
 
-def test_shards_are_contiguous_and_balanced():
-    venv = ShardedSubprocVecEnv(factories(), n_workers=2)
-    assert venv.shards == [(0, 3), (3, 5)]
+def test_shards_interleave():
+    venv = ShardedSubprocVecEnv(factories(), processes=2)
+    assert venv.shards == [[0, 2, 4], [1, 3]]
     venv.close()
 
 
 def test_sub_env_access_by_index():
-    venv = ShardedSubprocVecEnv(factories(), n_workers=2)
+    venv = ShardedSubprocVecEnv(factories(), processes=2)
     try:
         assert venv.get_attr("horizon") == [3, 4, 3, 4, 3]
         assert venv.get_attr("horizon", indices=[1, 4]) == [4, 3]
@@ -76,10 +77,19 @@ def test_sub_env_access_by_index():
 
 
 def test_a_sub_env_that_raises_is_reported():
-    venv = ShardedSubprocVecEnv(factories(), n_workers=2)
+    venv = ShardedSubprocVecEnv(
+        factories(), processes=2
+    )  # sub-envs 0, 2, 4 here, 1 and 3 in a worker
     venv.reset()
+    actions = np.zeros((N, 2), dtype=np.float32)
+    actions[2] = np.nan
+    with pytest.raises(InvalidActionError, match="NaN"):
+        venv.step(actions)
+    venv.step(np.zeros((N, 2), dtype=np.float32))  # the workers' replies were read: in step
+    actions = np.zeros((N, 2), dtype=np.float32)
+    actions[3] = np.nan
     with pytest.raises(WorkerDied):
-        venv.step(np.full((N, 3), np.nan, dtype=np.float32))  # wrong action shape
+        venv.step(actions)
     venv._pool.close(terminate=True)
 
 

@@ -424,7 +424,16 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method ``name`` of every sub-env (or read it, if not callable)."""
+        self.call_async(name, *args, **kwargs)
+        return self.call_wait()
+
+    def call_async(self, name: str, *args: Any, **kwargs: Any) -> None:
+        """Start :meth:`call` in the workers and return at once; :meth:`call_wait` collects
+        the results (the caller works meanwhile)."""
         self._send_all("call", [(name, args, kwargs)] * len(self.shards))
+
+    def call_wait(self) -> tuple[Any, ...]:
+        """The results of the last :meth:`call_async`, sub-env by sub-env."""
         return tuple(result for shard in self._receive_all() for result in shard)
 
     def get_attr(self, name: str) -> tuple[Any, ...]:

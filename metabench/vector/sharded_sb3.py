@@ -1,9 +1,15 @@
 """An SB3 ``VecEnv`` whose sub-envs are sharded across worker processes (RL2 on Meta-World).
 
 SB3's ``SubprocVecEnv`` runs one process per sub-env: 20 processes for an ML10 meta-batch on a
-2-core machine, each woken for one env step at a time. :class:`ShardedSubprocVecEnv` runs
-``n_workers`` processes instead, each holding a ``DummyVecEnv`` of a contiguous shard of the
-sub-envs, so every worker steps its shard in a loop while the others step theirs.
+2-core machine, each woken for one env step at a time. :class:`ShardedSubprocVecEnv` splits the
+sub-envs into ``processes`` shards, each a ``DummyVecEnv``: the first is stepped by the calling
+process itself, the others by one worker process each, all at the same time. Shards interleave
+(sub-env ``i`` is in shard ``i % processes``): a meta-batch lists its tasks class by class, and
+Meta-World's classes differ several-fold in step time, so contiguous shards would leave one
+process waiting on the other. Stepping a
+shard in the calling process instead of waiting on a worker matters on virtual machines, where
+waking a process's idle core costs about as much as a Meta-World step
+(``scripts/profile_ml10.py``).
 
 Each shard is stepped, reset and seeded by SB3's own ``DummyVecEnv`` (sub-env ``i`` gets the seed
 ``seed + i``, autoreset at episode ends with ``info["terminal_observation"]``), so for the same
@@ -14,7 +20,7 @@ Example::
 
     >>> import functools, metabench
     >>> from metabench.tasks.toy import PointGoalEnv
-    >>> venv = ShardedSubprocVecEnv([functools.partial(PointGoalEnv, horizon=3)] * 5, n_workers=2)
+    >>> venv = ShardedSubprocVecEnv([functools.partial(PointGoalEnv, horizon=3)] * 5, processes=2)
     >>> venv.seed(0)
     [0, 1, 2, 3, 4]
     >>> venv.reset().shape
@@ -27,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -41,6 +47,18 @@ from metabench.validation import check_count
 from metabench.vector.workers import WorkerPool, worker_started
 
 __all__ = ["ShardedSubprocVecEnv"]
+
+
+ACCESS = ("get_attr", "set_attr", "env_method", "env_is_wrapped")
+"""The sub-env access commands, answered by :func:`_access` in a worker or the calling process."""
+
+
+def _access(venv: DummyVecEnv, command: str, data: tuple[Any, ...]) -> Any:
+    """``venv``'s answer to an access command; ``data`` ends with the shard's local indices."""
+    if command == "env_method":
+        name, args, kwargs, indices = data
+        return venv.env_method(name, *args, indices=indices, **kwargs)
+    return getattr(venv, command)(*data)
 
 
 def _worker(conn: Connection, parent_ends: Sequence[Connection], env_fns: bytes) -> None:
@@ -58,16 +76,8 @@ def _worker(conn: Connection, parent_ends: Sequence[Connection], env_fns: bytes)
                 seeds, options = data
                 venv._seeds, venv._options = seeds, options
                 conn.send((venv.reset(), venv.reset_infos))
-            elif command == "get_attr":
-                conn.send(venv.get_attr(*data))
-            elif command == "set_attr":
-                venv.set_attr(*data)
-                conn.send(None)
-            elif command == "env_method":
-                name, args, kwargs, indices = data
-                conn.send(venv.env_method(name, *args, indices=indices, **kwargs))
-            elif command == "env_is_wrapped":
-                conn.send(venv.env_is_wrapped(*data))
+            elif command in ACCESS:
+                conn.send(_access(venv, command, data))
             elif command == "close":
                 venv.close()
                 conn.send(None)
@@ -82,72 +92,85 @@ def _worker(conn: Connection, parent_ends: Sequence[Connection], env_fns: bytes)
 
 
 class ShardedSubprocVecEnv(VecEnv):
-    """``len(env_fns)`` sub-envs in ``n_workers`` processes, each a ``DummyVecEnv`` of a
-    contiguous shard (see the module doc).
+    """``len(env_fns)`` sub-envs in ``processes`` interleaved shards, each a ``DummyVecEnv``: the
+    first in the calling process, the others in one worker process each (see the module doc).
 
-    :param env_fns: one factory per sub-env (sent with cloudpickle).
-    :param n_workers: worker processes; default ``os.cpu_count()``, capped at the number of
-        sub-envs. Shards differ in size by at most one.
+    :param env_fns: one factory per sub-env (sent to the workers with cloudpickle).
+    :param processes: processes that step sub-envs, the calling one included; default
+        ``os.cpu_count()``, capped at the number of sub-envs.
     :param context: the multiprocessing start method; default ``"fork"`` where available.
 
-    An exception in a sub-env ends its worker: the next call raises
-    :class:`~metabench.vector.workers.WorkerDied` naming it, with the traceback on stderr.
+    An exception in a sub-env of the first shard is raised as it is; one in a worker's sub-env
+    ends the worker, and the call raises :class:`~metabench.vector.workers.WorkerDied` naming
+    it (the traceback is on stderr).
     """
 
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env[Any, Any]]],
-        n_workers: int | None = None,
+        processes: int | None = None,
         *,
         context: str | None = None,
     ) -> None:
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError("ShardedSubprocVecEnv needs at least one env factory")
-        n_workers = check_count(
-            "n_workers", os.cpu_count() or 1 if n_workers is None else n_workers
+        processes = check_count(
+            "processes", os.cpu_count() or 1 if processes is None else processes
         )
         n = len(env_fns)
-        n_workers = min(n_workers, n)
-        bounds = np.cumsum([0] + [n // n_workers + (w < n % n_workers) for w in range(n_workers)])
-        self.shards = [(int(bounds[w]), int(bounds[w + 1])) for w in range(n_workers)]
-        """The ``(start, stop)`` sub-env range of each worker."""
+        processes = min(processes, n)
+        self.shards = [list(range(p, n, processes)) for p in range(processes)]
+        """The sub-envs of each shard (``i % processes``); the first is stepped here."""
+        self._order = np.concatenate(self.shards)
+        self._unshard = np.argsort(self._order)  # shard-major results -> sub-env order
         if context is None:
             context = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
         self._pool = WorkerPool(
             _worker,
-            [(cloudpickle.dumps(env_fns[start:stop]),) for start, stop in self.shards],
-            [f"ShardedSubprocVecEnv-{start}-{stop - 1}" for start, stop in self.shards],
+            [(cloudpickle.dumps([env_fns[i] for i in shard]),) for shard in self.shards[1:]],
+            [f"ShardedSubprocVecEnv-{p}" for p in range(1, processes)],
             context=context,
         )
         self.closed = False
-        observation_space, action_space = self._pool.recv(0)
-        for w in range(1, n_workers):
+        self._local = DummyVecEnv([env_fns[i] for i in self.shards[0]])
+        for w in range(len(self._pool)):
             self._pool.recv(w)
-        super().__init__(n, observation_space, action_space)
+        super().__init__(n, self._local.observation_space, self._local.action_space)
         self._actions: np.ndarray | None = None
 
     # -- stepping --------------------------------------------------------------------------------
     def reset(self) -> VecEnvObs:
-        for w, (start, stop) in enumerate(self.shards):
-            self._pool.send(w, ("reset", (self._seeds[start:stop], self._options[start:stop])))
-        replies = [self._pool.recv(w) for w in range(len(self.shards))]
-        self.reset_infos = [info for _, infos in replies for info in infos]
+        for w, shard in enumerate(self.shards[1:]):
+            seeds = [self._seeds[i] for i in shard]
+            self._pool.send(w, ("reset", (seeds, [self._options[i] for i in shard])))
+        local = self.shards[0]
+        self._local._seeds = [self._seeds[i] for i in local]
+        self._local._options = [self._options[i] for i in local]
+        replies = [(self._local.reset(), self._local.reset_infos)]
+        replies += [self._pool.recv(w) for w in range(len(self._pool))]
+        self.reset_infos = self._in_order([info for _, infos in replies for info in infos])
         self._reset_seeds()
         self._reset_options()
-        return _concatenate([obs for obs, _ in replies])
+        return self._stacked([obs for obs, _ in replies])
 
     def step_async(self, actions: np.ndarray) -> None:
-        for w, (start, stop) in enumerate(self.shards):
-            self._pool.send(w, ("step", actions[start:stop]))
+        for w, shard in enumerate(self.shards[1:]):
+            self._pool.send(w, ("step", actions[shard]))
+        self._actions = actions
 
     def step_wait(self) -> VecEnvStepReturn:
-        replies = [self._pool.recv(w) for w in range(len(self.shards))]
+        assert self._actions is not None
+        try:
+            replies = [self._local.step(self._actions[self.shards[0]])]  # while workers step
+        finally:  # a sub-env here that raises: the workers' replies are still read
+            replies_of_workers = [self._pool.recv(w) for w in range(len(self._pool))]
+        replies += replies_of_workers
         return (
-            _concatenate([obs for obs, *_ in replies]),
-            np.concatenate([reply[1] for reply in replies]),
-            np.concatenate([reply[2] for reply in replies]),
-            [info for reply in replies for info in reply[3]],
+            self._stacked([obs for obs, *_ in replies]),
+            np.concatenate([reply[1] for reply in replies])[self._unshard],
+            np.concatenate([reply[2] for reply in replies])[self._unshard],
+            self._in_order([info for reply in replies for info in reply[3]]),
         )
 
     def close(self) -> None:
@@ -155,30 +178,48 @@ class ShardedSubprocVecEnv(VecEnv):
             return
         self.closed = True
         self._pool.close(("close", None), wait_reply=True)
+        self._local.close()
+
+    def _stacked(self, parts: list[Any]) -> Any:
+        """The shards' observations as one batch in sub-env order (arrays or dicts of them)."""
+        if isinstance(parts[0], dict):
+            return {
+                key: np.concatenate([part[key] for part in parts])[self._unshard]
+                for key in parts[0]
+            }
+        return np.concatenate(parts)[self._unshard]
+
+    def _in_order(self, shard_major: list[Any]) -> list[Any]:
+        return [shard_major[j] for j in self._unshard]
 
     # -- sub-env access --------------------------------------------------------------------------
-    def _per_worker(self, indices: VecEnvIndices) -> Iterable[tuple[int, list[int]]]:
-        """``(worker, its local indices)`` for the sub-envs ``indices``, in sub-env order."""
-        for w, (start, stop) in enumerate(self.shards):
-            local = [i - start for i in self._get_indices(indices) if start <= i < stop]
-            if local:
-                yield w, local
-
     def _ask(self, command: str, indices: VecEnvIndices, *data: Any) -> list[Any]:
-        asked = list(self._per_worker(indices))
-        for w, local in asked:
-            self._pool.send(w, (command, (*data, local)))
-        return [result for w, _ in asked for result in self._pool.recv(w)]
+        """The answers to ``command`` for the sub-envs ``indices``, in that order; the workers
+        are asked first, so they work while this process does."""
+        wanted = self._get_indices(indices)
+        positions = {i: (p, shard.index(i)) for p, shard in enumerate(self.shards) for i in shard}
+        asked: dict[int, list[int]] = {}
+        for i in wanted:
+            p, local = positions[i]
+            asked.setdefault(p, []).append(local)
+        for p, local in asked.items():
+            if p > 0:
+                self._pool.send(p - 1, (command, (*data, local)))
+        answers: dict[int, list[Any]] = {}
+        for p, local in asked.items():
+            if p == 0:
+                answers[p] = list(
+                    _access(self._local, command, (*data, local)) or [None] * len(local)
+                )
+            else:
+                answers[p] = list(self._pool.recv(p - 1) or [None] * len(local))
+        return [answers[positions[i][0]].pop(0) for i in wanted]
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return self._ask("get_attr", indices, attr_name)
 
     def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
-        asked = list(self._per_worker(indices))
-        for w, local in asked:
-            self._pool.send(w, ("set_attr", (attr_name, value, local)))
-        for w, _ in asked:
-            self._pool.recv(w)
+        self._ask("set_attr", indices, attr_name, value)
 
     def env_method(
         self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any
@@ -194,10 +235,3 @@ class ShardedSubprocVecEnv(VecEnv):
         if not getattr(self, "closed", True):
             with contextlib.suppress(Exception):
                 self._pool.close(terminate=True)
-
-
-def _concatenate(parts: list[Any]) -> Any:
-    """The shards' observations as one batch (arrays, or dicts of arrays)."""
-    if isinstance(parts[0], dict):
-        return {key: np.concatenate([part[key] for part in parts]) for key in parts[0]}
-    return np.concatenate(parts)

@@ -24,8 +24,6 @@ and no random number is drawn, so results are bit-identical.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -42,6 +40,7 @@ from torch import nn
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
 from metabench.data import EpisodeBatch, StepType
+from metabench.threads import torch_threads
 
 __all__ = [
     "ENTROPY_METHODS",
@@ -57,18 +56,6 @@ baseline fitted over each whole trial."""
 
 ENTROPY_METHODS = ("regularized", "max")
 """``regularized``: entropy bonus in the loss; ``max``: entropy added to every step's reward."""
-
-
-@contextlib.contextmanager
-def torch_threads(n: int | None) -> Iterator[None]:
-    """Run the block on ``n`` torch threads (``None``: unchanged), then restore the count."""
-    before = th.get_num_threads()
-    if n is not None:
-        th.set_num_threads(n)
-    try:
-        yield
-    finally:
-        th.set_num_threads(before)
 
 
 def check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

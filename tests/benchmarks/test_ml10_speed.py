@@ -1,0 +1,35 @@
+"""ML10 speed: RL2-PPO and MAML-TRPO throughput against Meta-World's env-only step rate on every
+core, and the batched meta-test against the sequential one, side by side in one run
+(``scripts/bench_ml10.py``; shortened iterations, see there).
+
+Measured on an idle 2-core machine (README, "Speed"): RL2-PPO about 0.3 of the env-only rate,
+MAML-TRPO about 0.1 with one episode per task (its TRPO step through the inner adaptation of a
+2x512 policy is most of an iteration), the batched meta-test about 1.7-2.3x the sequential one.
+The floors below guard against regressions on a shared machine. Run with ``make bench``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from bench_ml10 import measure
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.metaworld]
+
+
+def test_ml10_throughput_ratios(record_ratio):
+    rates = measure(rounds=2)
+    rl2 = rates["rl2"] / rates["env_only"]
+    maml = rates["maml"] / rates["env_only"]
+    batched = rates["metatest_batched"] / rates["metatest_sequential"]
+    print(
+        f"\nML10 env steps/s: env-only on every core {rates['env_only']:.0f}, RL2-PPO "
+        f"{rates['rl2']:.0f} ({rl2:.3f} of it), MAML-TRPO {rates['maml']:.0f} ({maml:.3f}); "
+        f"meta-test sequential {rates['metatest_sequential']:.0f}, batched "
+        f"{rates['metatest_batched']:.0f} ({batched:.2f}x)"
+    )
+    assert rl2 >= 0.15
+    assert maml >= 0.05
+    assert batched >= 1.3
+    record_ratio("ml10_rl2_vs_env_only", rl2, True)
+    record_ratio("ml10_maml_vs_env_only", maml, True)
+    record_ratio("ml10_metatest_batched_vs_sequential", batched, True)
