@@ -10,6 +10,7 @@ from metabench.cli import main
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.grid import plan
+from metabench.harness.provenance import provenance
 from metabench.harness.run import RunSettings, build_algorithm, resolve
 
 
@@ -33,7 +34,7 @@ def test_a_cell_runs_with_the_cores_its_baseline_declares(tmp_path):
     assert command[command.index("--cpus") + 1] == "2" == str(get_algorithm("maml-trpo").cpus)
 
 
-def test_cpus_is_recorded_and_bounds_torch_threads(tmp_path, monkeypatch):
+def test_cpus_is_recorded_and_a_run_uses_one_torch_thread_on_any_machine(tmp_path, monkeypatch):
     threads = []
     monkeypatch.setattr(torch, "get_num_threads", lambda: 64)
     monkeypatch.setattr(torch, "set_num_threads", threads.append)
@@ -41,9 +42,15 @@ def test_cpus_is_recorded_and_bounds_torch_threads(tmp_path, monkeypatch):
     spec, config = resolve(settings)
     assert config["cpus"] == 2
     build_algorithm(spec, config, None)
-    assert threads == [2]
+    assert threads == [1]  # not 2, not 64: the recorded command gives the same numbers anywhere
     settings.cpus = None  # not given: not recorded, so older runs resolve as they did
     assert "cpus" not in resolve(settings)[1]
+
+
+def test_provenance_records_the_thread_settings(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    threads = provenance()["threads"]
+    assert threads == {"torch": torch.get_num_threads(), "OMP_NUM_THREADS": "1"}
 
 
 @pytest.mark.mujoco

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
 import subprocess
 from pathlib import Path
 from typing import Any
+
+import torch
 
 PACKAGES = (
     "metabench",
@@ -56,4 +59,9 @@ def provenance() -> dict[str, Any]:
         "git_revision": git_revision(),
         "python": platform.python_version(),
         "platform": platform.platform(),
+        # what sets the numbers' last bits besides the code: torch's and the BLAS threads
+        "threads": {
+            "torch": torch.get_num_threads(),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
+        },
     }

@@ -287,13 +287,19 @@ def benchmark_for(benchmark: str, algorithm: str) -> BenchmarkSpec:
     return spec.with_env_kwargs(get_algorithm(algorithm).env_kwargs(spec))
 
 
+RUN_TORCH_THREADS = 1
+"""The torch threads of every run (see :func:`build_algorithm`), recorded in its provenance."""
+
+
 def build_algorithm(
     spec: BenchmarkSpec, config: dict[str, Any], log_dir: str | None
 ) -> MetaRLAlgorithm:
     entry = get_algorithm(config["algorithm"])
+    # One torch thread, whatever the machine or OMP_NUM_THREADS: thread counts can change the
+    # last bits of the numbers, and a recorded command must reproduce them in any shell. Runs
+    # use their cores through env worker processes (`cpus`), which never change the numbers.
+    torch.set_num_threads(RUN_TORCH_THREADS)
     cpus = config.get("cpus")
-    if cpus is not None:  # the run's torch threads, never more than the cores it may use
-        torch.set_num_threads(max(1, min(torch.get_num_threads(), int(cpus))))
     return entry.build(spec, config["seed"], config["hyperparameters"], log_dir, cpus=cpus)
 
 
