@@ -87,7 +87,7 @@ def _sub_env(
     episodes_per_trial: int,
     wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]],
     row: int,
-) -> gym.Env[Any, Any]:
+) -> _RowStepper:
     from metabench.evaluation import _EndFlags
 
     ends = _EndFlags(make_task_env())
@@ -135,7 +135,7 @@ class _TrialEnvs:
     waiting on one more worker matters on virtual machines, where waking an idle core costs
     about as much as a Meta-World step."""
 
-    def __init__(self, factories: list[Callable[[], gym.Env[Any, Any]]], processes: int) -> None:
+    def __init__(self, factories: Sequence[Callable[[], _RowStepper]], processes: int) -> None:
         from metabench.vector.sharded import ShardedVectorEnv
 
         n = len(factories)
@@ -206,10 +206,12 @@ class _BatchedTrials:
                 actions = np.zeros((len(self.observations), *chosen.shape[1:]), chosen.dtype)
             actions[rows] = chosen
             reports = self.envs.step_rows(actions, rows)
-            starting = [
-                int(row) for row in rows if self._record(int(row), actions[row], reports[row])
-            ]
-            starting = [row for row in starting if self.completed[row] < episodes]
+            starting = []
+            for row in rows:
+                report = reports[row]
+                assert report is not None  # every row asked to step did
+                if self._record(int(row), actions[row], report) and self.completed[row] < episodes:
+                    starting.append(int(row))
             if starting:
                 policies.reset(np.array(starting))
 

@@ -22,6 +22,8 @@ from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_l
 from metabench.tasks.base import Task, TaskSampler
 
 TEST_STREAM = 7
+TRAIN_EVALUATION_STREAM = 8
+"""Stream of the seed that draws the training tasks meta-tested after training."""
 """``SeedSequence`` spawn key of the test-task stream (training uses the run seed directly)."""
 
 
@@ -40,6 +42,8 @@ class BenchmarkSpec:
     :param batched_metatest: meta-test all test tasks at once (``[evaluation] batched``; see
         :mod:`metabench.batched_evaluation`).
     :param n_test_tasks: held-out tasks evaluated at meta-test.
+    :param n_train_evaluation_tasks: training tasks meta-tested too, after training, for the
+        meta-train success per class Meta-World reports (``[evaluation] train_tasks``; 0: none).
     :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
     :param reports_success: whether the task env reports ``info["success"]``.
     :param source: where the settings come from.
@@ -55,6 +59,7 @@ class BenchmarkSpec:
     test_episodes: int = 1
     batched_metatest: bool = False
     n_test_tasks: int = 10
+    n_train_evaluation_tasks: int = 0
     metaworld: str | None = None
     reports_success: bool = False
     description: str = ""
@@ -120,6 +125,22 @@ class BenchmarkSpec:
         env = self.make_test_env(seed)
         return list(env.sample_tasks(self.n_test_tasks, rng))
 
+    def train_evaluation_tasks(self, seed: int) -> list[Task]:
+        """The training tasks meta-tested after training (Meta-World only: as many of each
+        training class; none elsewhere)."""
+        if self.metaworld is None or not self.n_train_evaluation_tasks:
+            return []
+        sampler = self.train_sampler(seed)
+        assert sampler is not None
+        stream = np.random.SeedSequence(seed, spawn_key=(TRAIN_EVALUATION_STREAM,))
+        return sampler.sample(self.n_train_evaluation_tasks, np.random.default_rng(stream))
+
+    def make_train_env(self, seed: int) -> Any:
+        """A fresh task env of the training split (to meta-test on training tasks)."""
+        import gymnasium as gym
+
+        return gym.make(self.env_id, **self.train_env_kwargs(seed)).unwrapped
+
     def with_env_kwargs(self, extra: dict[str, Any]) -> BenchmarkSpec:
         """This benchmark with ``extra`` task env kwargs for training and meta-test alike (an
         algorithm's published setup, e.g. garage's action normalisation for MAML)."""
@@ -144,7 +165,9 @@ ENV_SCHEMA = {
     "tasks": dict, "split": dict, "evaluation": dict,
 }  # fmt: skip
 SPLIT_SCHEMA = {"kind": str, "benchmark": str, "test_tasks": int}
-EVALUATION_SCHEMA = {"exploration_episodes": int, "test_episodes": int, "batched": bool}
+EVALUATION_SCHEMA = {
+    "exploration_episodes": int, "test_episodes": int, "batched": bool, "train_tasks": int,
+}  # fmt: skip
 SPLIT_KINDS = ("seed", "metaworld")
 
 
@@ -196,6 +219,7 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         test_episodes=evaluation["test_episodes"],
         batched_metatest=evaluation.get("batched", False),
         n_test_tasks=counts["test_tasks"],
+        n_train_evaluation_tasks=evaluation.get("train_tasks", 0),
         metaworld=metaworld,
         reports_success=top.get("reports_success", False),
         description=top["description"],

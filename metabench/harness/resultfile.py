@@ -11,6 +11,8 @@ A result file holds::
     wall_time_s     seconds of training and meta-test (over every resumed session)
     metatrain       the last iteration's meta-training numbers (``metatrain/...``)
     metatest        the final meta-test (:meth:`metabench.evaluation.MetaTestResult.to_dict`)
+    train_evaluation  (Meta-World only) the same meta-test on training tasks, after training:
+                    the meta-train success per class Meta-World reports
 
 Non-finite numbers are written as ``null`` (JSON has no NaN).
 """
@@ -45,8 +47,11 @@ def make_result(
     wall_time_s: float,
     metatrain: Mapping[str, float],
     metatest: dict[str, Any],
+    train_evaluation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A result record with every field (see the module docstring)."""
+    """A result record with every field (see the module docstring); ``train_evaluation``, the
+    meta-test on training tasks, only when the benchmark has one."""
+    extra = {} if train_evaluation is None else {"train_evaluation": train_evaluation}
     return {
         "config": config,
         "command": command,
@@ -56,6 +61,7 @@ def make_result(
         "wall_time_s": wall_time_s,
         "metatrain": dict(metatrain),
         "metatest": metatest,
+        **extra,
     }
 
 

@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.evaluation import MetaEvaluator, task_to_json
+from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
@@ -223,6 +223,21 @@ class RunPlan:
         """The meta-test of this run: its test tasks, with the benchmark's protocol."""
         return make_evaluator(self.spec, self.config["seed"], test_tasks=self.test_tasks)
 
+    def train_evaluator(self) -> MetaEvaluator | None:
+        """The meta-test on training tasks after training (``None`` if the benchmark has none):
+        the benchmark's protocol on its recorded training tasks, in the training split."""
+        tasks = self.config.get("train_evaluation_tasks")
+        if not tasks:
+            return None
+        seed = self.config["seed"]
+        return MetaEvaluator(
+            lambda: self.spec.make_train_env(seed),
+            [task_from_json(task) for task in tasks],
+            self.spec.exploration_episodes,
+            self.spec.test_episodes,
+            seed=seed,
+        )
+
     @property
     def metatest_workers(self) -> int | None:
         """See :func:`metatest_workers`."""
@@ -275,6 +290,9 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         },
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }
+    train_tasks = spec.train_evaluation_tasks(settings.seed)
+    if train_tasks:  # recorded only when there are some: other runs keep their config
+        config["train_evaluation_tasks"] = [task_to_json(task) for task in train_tasks]
     if settings.cpus is not None:
         config["cpus"] = check_count("--cpus", settings.cpus)
     return spec, json.loads(json.dumps(config)), test_tasks  # as config.json will read back

@@ -419,9 +419,10 @@ def _task_success(task: Mapping[str, Any]) -> float | None:
     return float(np.mean(successes[int(task["n_exploration_eps"]) :]))
 
 
-def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
+def per_task_success_markdown(results: Iterable[ResultLike], key: str = "metatest") -> str:
     """Markdown: per benchmark, the post-adaptation success rate of each env name (rows) for each
-    algorithm (columns).
+    algorithm (columns), in the results' ``key`` meta-test (``"metatest"``: the held-out tasks;
+    ``"train_evaluation"``: the training tasks, Meta-World's meta-train success).
 
     Only tasks recorded as Meta-World tasks (``{"env_name": ..., "data": ...}``) that report
     success count. A task's rate is the fraction of its test episodes that succeeded.
@@ -434,7 +435,7 @@ def per_task_success_markdown(results: Iterable[ResultLike]) -> str:
     for (benchmark, algorithm), runs in group_runs(results).items():
         for run in runs:
             seed = int(run["config"]["seed"])
-            for task in run["metatest"]["tasks"]:
+            for task in run.get(key, {}).get("tasks", []):
                 name, success = _env_name(task.get("task")), _task_success(task)
                 if name is None or success is None:
                     continue

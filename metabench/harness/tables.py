@@ -75,7 +75,14 @@ def results_markdown(
         lines += [""]
     per_task = per_task_success_markdown([result for _, result in runs])
     if per_task:
-        lines += ["## Success per task class", "", per_task]
+        lines += ["## Success per task class", "", "Meta-test: held-out tasks.", "", per_task]
+    on_train = per_task_success_markdown([result for _, result in runs], "train_evaluation")
+    if on_train:
+        lines += [
+            "Meta-train: the same meta-test on training tasks after training (one per class).",
+            "",
+            on_train,
+        ]
     lines += [
         "## Runs",
         "",

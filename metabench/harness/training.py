@@ -151,6 +151,11 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         progress.update(bar, description="meta-testing", completed=max(n_iterations, 1))
         final = evaluator.evaluate(algo, plan.metatest_workers)
         _log_metatest(writer, final, n_iterations * per_iteration)
+        train_evaluator = plan.train_evaluator()
+        on_train = None
+        if train_evaluator is not None:  # Meta-World's meta-train success: training tasks
+            progress.update(bar, description="meta-testing on training tasks")
+            on_train = train_evaluator.evaluate(algo, plan.metatest_workers)
     result = make_result(
         config=config,
         command=settings.command,
@@ -160,6 +165,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         wall_time_s=wall_before + time.perf_counter() - began,
         metatrain=last_stats,
         metatest=final.to_dict(),
+        train_evaluation=None if on_train is None else on_train.to_dict(),
     )
     write_result(run.result_path, result)
     console.print(metatest_table(final, title=f"{spec.name} / {settings.algorithm}: meta-test"))

@@ -196,24 +196,23 @@ class ShardedSubprocVecEnv(VecEnv):
     def _ask(self, command: str, indices: VecEnvIndices, *data: Any) -> list[Any]:
         """The answers to ``command`` for the sub-envs ``indices``, in that order; the workers
         are asked first, so they work while this process does."""
-        wanted = self._get_indices(indices)
-        positions = {i: (p, shard.index(i)) for p, shard in enumerate(self.shards) for i in shard}
-        asked: dict[int, list[int]] = {}
+        wanted = list(self._get_indices(indices))
+        where = {i: (p, shard.index(i)) for p, shard in enumerate(self.shards) for i in shard}
+        asked: dict[int, list[int]] = {}  # shard -> its local indices, in the order wanted
         for i in wanted:
-            p, local = positions[i]
-            asked.setdefault(p, []).append(local)
-        for p, local in asked.items():
-            if p > 0:
-                self._pool.send(p - 1, (command, (*data, local)))
+            shard, local_index = where[i]
+            asked.setdefault(shard, []).append(local_index)
+        for shard, local_indices in asked.items():
+            if shard > 0:
+                self._pool.send(shard - 1, (command, (*data, local_indices)))
         answers: dict[int, list[Any]] = {}
-        for p, local in asked.items():
-            if p == 0:
-                answers[p] = list(
-                    _access(self._local, command, (*data, local)) or [None] * len(local)
-                )
+        for shard, local_indices in asked.items():
+            if shard == 0:
+                answer = _access(self._local, command, (*data, local_indices))
             else:
-                answers[p] = list(self._pool.recv(p - 1) or [None] * len(local))
-        return [answers[positions[i][0]].pop(0) for i in wanted]
+                answer = self._pool.recv(shard - 1)
+            answers[shard] = [None] * len(local_indices) if answer is None else list(answer)
+        return [answers[where[i][0]].pop(0) for i in wanted]
 
     def get_attr(self, attr_name: str, indices: VecEnvIndices = None) -> list[Any]:
         return self._ask("get_attr", indices, attr_name)

@@ -1,0 +1,65 @@
+"""The meta-test on training tasks after training (Meta-World's meta-train success per class)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from metabench.cli import main
+from metabench.evaluation import task_from_json
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.stats import per_task_success_markdown
+from metabench.tasks.metaworld import MetaWorldTaskSampler
+
+pytestmark = pytest.mark.metaworld
+
+TINY_ML1 = """
+description = "ML1 reach-v3, tiny"
+source = "tests"
+env_id = "metabench/ML1-v0"
+horizon = 6
+episodes_per_trial = 2
+reports_success = true
+
+[tasks]
+env_name = "reach-v3"
+
+[split]
+kind = "metaworld"
+benchmark = "ML1"
+test_tasks = 2
+
+[evaluation]
+exploration_episodes = 1
+test_episodes = 1
+batched = true
+train_tasks = 3
+"""
+
+
+def test_ml10_meta_train_tasks_are_one_per_training_class_and_fixed_by_the_seed():
+    spec = get_benchmark("ML10")
+    tasks = spec.train_evaluation_tasks(seed=3)
+    train_classes = MetaWorldTaskSampler("ML10", split="train", seed=3).class_names
+    assert sorted(task.env_name for task in tasks) == sorted(train_classes)
+    assert [t.data for t in spec.train_evaluation_tasks(seed=3)] == [t.data for t in tasks]
+    assert [t.data for t in spec.train_evaluation_tasks(seed=4)] != [t.data for t in tasks]
+
+
+def test_a_run_meta_tests_its_recorded_training_tasks(tmp_path, user_specs):
+    user_specs("envs/TinyML1.toml", TINY_ML1)
+    out = tmp_path / "run"
+    args = ["train", "--benchmark", "TinyML1", "--algorithm", "nop", "--steps", "1"]
+    assert main([*args, "--out", str(out), "--cpus", "2"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    recorded = [task_from_json(t) for t in result["config"]["train_evaluation_tasks"]]
+    train_goals = MetaWorldTaskSampler("ML1", split="train", env_name="reach-v3", seed=0).tasks
+    assert {t.data for t in recorded} <= {t.data for t in train_goals}  # training goals only
+    evaluated = result["train_evaluation"]
+    assert [t["task"] for t in evaluated["tasks"]] == result["config"]["train_evaluation_tasks"]
+    assert evaluated["aggregate"]["n_env_steps"] == 3 * 2 * 6
+    successes = [s for t in evaluated["tasks"] for s in t["episode_successes"][1:]]
+    table = per_task_success_markdown([result], "train_evaluation")
+    assert f"| reach-v3 | {np.mean(successes):.3f} |" in table
