@@ -759,3 +759,25 @@ def test_maml_trpo_meta_learns_point_goal() -> None:
     assert post > untrained_post + 3.0
     untrained.close()
     algo.close()
+
+
+def test_update_threads_apply_to_the_update_only() -> None:
+    """update_threads sets torch's threads for the baselines, the adaptation and the outer step
+    (the env workers are idle then), one thread while sampling, and gives the count back."""
+    algo = small_maml(update_threads=2)
+    seen: dict[str, int] = {}
+    collect, meta_optimize = algo.collect, algo.meta_optimize
+
+    def counting_collect(*args: Any) -> Any:
+        seen["collect"] = torch.get_num_threads()
+        return collect(*args)
+
+    def counting_meta_optimize(*args: Any) -> Any:
+        seen["meta_optimize"] = torch.get_num_threads()
+        return meta_optimize(*args)
+
+    algo.collect = counting_collect  # type: ignore[method-assign]
+    algo.meta_optimize = counting_meta_optimize  # type: ignore[method-assign]
+    algo.train(1)
+    assert seen == {"collect": 1, "meta_optimize": 2}
+    assert torch.get_num_threads() == 1

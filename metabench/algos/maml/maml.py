@@ -65,6 +65,7 @@ from metabench.algos.trpo import (
 )
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
+from metabench.threads import torch_threads
 from metabench.validation import check_count, config_dict
 
 __all__ = [
@@ -686,15 +687,17 @@ class MAML(MetaRLAlgorithm):
         meta = detached_params(self.policy.params())
         train_episodes = self.collect(tasks, [meta] * len(tasks))
         sampled = time.perf_counter()
-        train_data = [self.process(episodes) for episodes in train_episodes]
-        adapted = [
-            detached_params(self.adapt(meta, data, create_graph=False)) for data in train_data
-        ]
+        with torch_threads(self.config.update_threads):
+            train_data = [self.process(episodes) for episodes in train_episodes]
+            adapted = [
+                detached_params(self.adapt(meta, data, create_graph=False)) for data in train_data
+            ]
         adapted_at = time.perf_counter()
         valid_episodes = self.collect(tasks, adapted)
         sampled_again = time.perf_counter()
-        valid_data = [self.process(episodes) for episodes in valid_episodes]
-        step = self.meta_optimize(train_data, valid_data)
+        with torch_threads(self.config.update_threads):
+            valid_data = [self.process(episodes) for episodes in valid_episodes]
+            step = self.meta_optimize(train_data, valid_data)
         done = time.perf_counter()
         stats = MAMLIterationStats(
             iteration=self.iteration,
