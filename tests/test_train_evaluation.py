@@ -63,3 +63,26 @@ def test_a_run_meta_tests_its_recorded_training_tasks(tmp_path, user_specs):
     successes = [s for t in evaluated["tasks"] for s in t["episode_successes"][1:]]
     table = per_task_success_markdown([result], "train_evaluation")
     assert f"| reach-v3 | {np.mean(successes):.3f} |" in table
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "overrides"),
+    [
+        ("maml-trpo", ["meta_batch_size=2", "episodes_per_task=1", "hidden_sizes=[8]"]),
+        ("rl2-ppo", ["meta_batch_size=2", "hidden_size=8", "processes=true"]),
+    ],
+)
+def test_trained_algorithms_meta_test_batched_on_meta_world(
+    tmp_path, user_specs, algorithm, overrides
+):
+    """A trained MAML (one policy per task, adapted by a gradient step) and RL2 (one batched
+    recurrent pass) both run the batched meta-test and the one on training tasks."""
+    user_specs("envs/TinyML1.toml", TINY_ML1)
+    out = tmp_path / "run"
+    args = ["train", "--benchmark", "TinyML1", "--algorithm", algorithm, "--steps", "24"]
+    sets = [arg for override in overrides for arg in ("--set", override)]
+    assert main([*args, *sets, "--out", str(out), "--cpus", "2"]) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["config"]["protocol"]["batched"] is True
+    for key, n_tasks in (("metatest", 2), ("train_evaluation", 3)):
+        assert result[key]["aggregate"]["n_env_steps"] == n_tasks * 2 * 6
