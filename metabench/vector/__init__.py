@@ -244,12 +244,12 @@ def make_meta_vec_env(
     :param rl2: wrap each sub-env in :class:`~metabench.wrappers.RL2Env`.
     :param seed: seeds the sub-envs (``seed + i``) and fixes the per-trial task sequence.
     :param backend: ``"sb3"`` (a Stable-Baselines3 ``VecEnv``) or ``"gymnasium"``.
-    :param processes: step sub-envs in worker processes: with ``backend="sb3"``, ``workers``
-        processes each stepping a shard of them
+    :param processes: step sub-envs in several processes: with ``backend="sb3"``, ``workers``
+        shards, one stepped by this process and one by each worker process
         (:class:`~metabench.vector.sharded_sb3.ShardedSubprocVecEnv`, the same results as
         in-process); with ``"gymnasium"``, one process per sub-env (``AsyncVectorEnv``).
-    :param workers: worker processes for ``processes`` with ``backend="sb3"`` (default: one per
-        core).
+    :param workers: with ``processes`` and ``backend="sb3"``, the processes that step sub-envs,
+        this one included (default: one per core).
     :param wrapper: applied last to each sub-env (e.g. an action rescaling); must be picklable
         when ``processes`` is set.
 

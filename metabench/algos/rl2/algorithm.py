@@ -59,9 +59,9 @@ CLIP_ACTIONS_DOC = (
 
 
 PROCESSES_DOC = (
-    "step the sub-envs in worker processes, one per core the run may use (--cpus), each "
-    "stepping a shard, while the policy acts on one torch thread; the same numbers as "
-    "in-process"
+    "step the sub-envs on every core the run may use (--cpus): the training process steps one "
+    "shard, a worker process each other one, while the policy acts on one torch thread; the "
+    "same numbers as in-process"
 )
 
 
@@ -279,7 +279,8 @@ class RL2(MetaRLAlgorithm):
     :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
         sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same LSTM policy step by
         step (only for speed comparisons: results are equal).
-    :param workers: env worker processes with ``config.processes`` (default: one per core).
+    :param workers: with ``config.processes``, the processes that step sub-envs, this one
+        included (default: one per core).
     """
 
     config: Any
