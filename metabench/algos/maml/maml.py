@@ -586,15 +586,7 @@ class MAML(MetaRLAlgorithm):
             return self.meta_loss(adapted, valid_data, old)
 
         def after() -> tuple[torch.Tensor, torch.Tensor]:
-            candidate = [
-                self.adapt(detached_params(self.policy.params()), data, create_graph=False)
-                for data in train_data
-            ]
-            with torch.no_grad():
-                return (
-                    self.meta_loss(candidate, valid_data, old),
-                    self.kl(candidate, valid_data, old),
-                )
+            return self._loss_and_kl_now(train_data, valid_data, old)
 
         return adam_step(
             self._outer_optimizer,
@@ -603,6 +595,24 @@ class MAML(MetaRLAlgorithm):
             after,
             self.config.outer_epochs,
         )
+
+    def _loss_and_kl_now(
+        self,
+        train_data: Sequence[TaskData],
+        valid_data: Sequence[TaskData],
+        old: Sequence[OldOutputs],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Meta-loss and KL of the current meta-parameters, re-adapted without a graph (the
+        outer optimisers' check of a step they took)."""
+        candidate = [
+            self.adapt(detached_params(self.policy.params()), data, create_graph=False)
+            for data in train_data
+        ]
+        with torch.no_grad():
+            return (
+                self.meta_loss(candidate, valid_data, old),
+                self.kl(candidate, valid_data, old),
+            )
 
     def trpo_optimize(
         self, train_data: Sequence[TaskData], valid_data: Sequence[TaskData]
@@ -622,15 +632,7 @@ class MAML(MetaRLAlgorithm):
         hvp = hessian_vector_product(lambda: kl_value, params, self.cg_damping)
 
         def loss_and_kl() -> tuple[torch.Tensor, torch.Tensor]:
-            candidate = [
-                self.adapt(detached_params(self.policy.params()), data, create_graph=False)
-                for data in train_data
-            ]
-            with torch.no_grad():
-                return (
-                    self.meta_loss(candidate, valid_data, old),
-                    self.kl(candidate, valid_data, old),
-                )
+            return self._loss_and_kl_now(train_data, valid_data, old)
 
         loss_fn, kl_fn = line_search_objectives(params, loss_and_kl)
         return trpo_step(
