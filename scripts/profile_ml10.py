@@ -250,22 +250,24 @@ def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
     )
 
 
-def env_only_rate(processes: int, steps: int = 5_000) -> float:
+def env_only_rate(processes: int, steps: int = 5_000, lean: bool = False) -> float:
     """Meta-World's own step rate, env-only: the ML10 training classes in turn, random actions,
-    ``processes`` processes at once (steps/s summed over them)."""
+    ``processes`` processes at once (steps/s summed over them). ``lean=True``: the same with
+    metabench's lean step (``metabench/tasks/metaworld_lean.py``)."""
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
-        results = pool.map(_env_only_worker, [(steps, seed) for seed in range(processes)])
+        jobs = [(steps, seed, lean) for seed in range(processes)]
+        results = pool.map(_env_only_worker, jobs)
     return sum(steps / seconds for seconds in results)
 
 
-def _env_only_worker(args: tuple[int, int]) -> float:
-    steps, seed = args
+def _env_only_worker(args: tuple[int, int, bool]) -> float:
+    steps, seed, lean = args
     torch.set_num_threads(1)
     from metabench.tasks.metaworld import MetaWorldTaskSampler, ML10Env
 
-    env = ML10Env(split="train")
+    env = ML10Env(split="train", lean=lean)
     sampler = MetaWorldTaskSampler(BENCHMARK)
     rng = np.random.default_rng(seed)
     sawyers = []
@@ -305,11 +307,14 @@ def main() -> None:
     args = parser.parse_args()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     if "env" in args.parts:
-        one, every = env_only_rate(1), env_only_rate(os.cpu_count() or 1)
-        print(
-            f"\nMeta-World env-only step rate (ML10 train classes, random actions): "
-            f"{one:,.0f} steps/s on 1 process, {every:,.0f} on {os.cpu_count()}"
-        )
+        cores = os.cpu_count() or 1
+        for lean in (False, True):
+            one, every = env_only_rate(1, lean=lean), env_only_rate(cores, lean=lean)
+            print(
+                f"\n{'metabench lean' if lean else 'Meta-World'} env-only step rate (ML10 train "
+                f"classes, random actions): {one:,.0f} steps/s on 1 process, {every:,.0f} on "
+                f"{cores}"
+            )
     if "rl2" in args.parts:
         profile_rl2(overrides, args.episodes)
     if "maml" in args.parts:

@@ -37,6 +37,7 @@ from metabench.tasks.base import (
     check_action,
     check_n_tasks,
 )
+from metabench.tasks.metaworld_lean import make_lean
 
 BENCHMARKS = ("ML1", "ML10", "ML45")
 """The Meta-World meta-learning benchmarks metabench exposes."""
@@ -152,6 +153,9 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
     :param horizon: episode length, at most Meta-World's ``max_path_length`` (500).
     :param reward_function_version: Meta-World's ``"v2"`` (default) or ``"v1"`` rewards.
     :param render_mode: passed to the Sawyer envs (``"rgb_array"``, ``"human"``, ...).
+    :param lean: step the Sawyer envs with :func:`~metabench.tasks.metaworld_lean.make_lean`'s
+        leaner Python (bit-identical observations, rewards and infos, about 1.5x faster on
+        ML10); ``False`` runs Meta-World's code unchanged.
 
     Example::
 
@@ -176,6 +180,7 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
         horizon: int = MAX_PATH_LENGTH,
         reward_function_version: str = "v2",
         render_mode: str | None = None,
+        lean: bool = True,
     ) -> None:
         if (
             isinstance(horizon, bool)
@@ -205,6 +210,7 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
             horizon=horizon,
             reward_function_version=reward_function_version,
             render_mode=render_mode,
+            lean=lean,
         )
         self.benchmark = benchmark
         self.env_name = env_name
@@ -213,6 +219,7 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
         self.horizon = int(horizon)
         self.reward_function_version = reward_function_version
         self.render_mode = render_mode
+        self.lean = bool(lean)
         self.observation_space = _observation_space(list(self.classes.values()))
         self.action_space = Box(-1.0, 1.0, shape=(4,), dtype=np.float32)
         self._envs: dict[str, SawyerXYZEnv] = {}
@@ -315,6 +322,8 @@ class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
                     f"{type(self).__name__}.observation_space: the installed Meta-World is not "
                     f"the 3.x this module was written for"
                 )
+            if self.lean:
+                make_lean(env)
             self._envs[env_name] = env
         return env
 
