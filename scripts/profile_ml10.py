@@ -153,7 +153,8 @@ def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
     print_split(
         f"RL2-PPO on ML10, one iteration ({config.meta_batch_size} tasks x "
         f"{config.episodes_per_trial} episodes, {config.recurrent_cell} {config.hidden_size}, "
-        f"{config.value_baseline} baseline, processes={config.processes}, "
+        f"{config.value_baseline} baseline, processes={config.processes}, update_processes="
+        f"{config.update_processes}, "
         f"torch threads {torch.get_num_threads()})",
         total,
         algo.steps_per_iteration,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -108,3 +109,23 @@ def test_rl2_trains_the_same_with_env_workers():
     assert torch.get_num_threads() == torch_threads  # the rollout's one thread is given back
     for a, b in zip(in_process, with_workers, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def _accumulate(state: dict, value: int) -> tuple[int, int]:
+    state["total"] = state.get("total", 0) + value
+    return os.getpid(), state["total"]
+
+
+def test_run_executes_in_the_worker_and_keeps_its_state():
+    venv = ShardedSubprocVecEnv(factories(), processes=3)
+    assert venv.workers == 2
+    for w in range(venv.workers):
+        venv.run_async(w, _accumulate, 10 * (w + 1))
+    first = [venv.run_wait(w) for w in range(venv.workers)]
+    venv.run_async(0, _accumulate, 1)
+    again = venv.run_wait(0)
+    venv.close()
+    pids = {pid for pid, _ in first}
+    assert len(pids) == 2 and os.getpid() not in pids
+    assert [total for _, total in first] == [10, 20]
+    assert again == (first[0][0], 11)

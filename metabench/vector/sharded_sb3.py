@@ -65,12 +65,16 @@ def _worker(conn: Connection, parent_ends: Sequence[Connection], env_fns: bytes)
     """Serve one shard, a ``DummyVecEnv``, until ``close`` (or the parent is gone)."""
     worker_started(parent_ends)
     venv: DummyVecEnv | None = None
+    state: dict[str, Any] = {}  # kept between "run" commands
     try:
         venv = DummyVecEnv(cloudpickle.loads(env_fns))
         conn.send((venv.observation_space, venv.action_space))
         while True:
             command, data = conn.recv()
-            if command == "step":
+            if command == "run":
+                function, args = data
+                conn.send(function(state, *args))
+            elif command == "step":
                 conn.send(venv.step(data))
             elif command == "reset":
                 seeds, options = data
@@ -191,6 +195,25 @@ class ShardedSubprocVecEnv(VecEnv):
 
     def _in_order(self, shard_major: list[Any]) -> list[Any]:
         return [shard_major[j] for j in self._unshard]
+
+    # -- other work for the workers ---------------------------------------------------------------
+    @property
+    def workers(self) -> int:
+        """Worker processes (the shards after the first)."""
+        return len(self._pool)
+
+    def run_async(self, worker: int, function: Callable[..., Any], *args: Any) -> None:
+        """Start ``function(state, *args)`` in worker ``worker`` and return at once.
+
+        ``function`` must be picklable (a module-level function); ``state`` is a dict the worker
+        keeps between calls (e.g. a model built once). :meth:`run_wait` returns the result.
+        Used to spread non-env work, such as the RL2 update, over the cores the workers step on.
+        """
+        self._pool.send(worker, ("run", (function, args)))
+
+    def run_wait(self, worker: int) -> Any:
+        """The result of the last :meth:`run_async` in worker ``worker``."""
+        return self._pool.recv(worker)
 
     # -- sub-env access --------------------------------------------------------------------------
     def _ask(self, command: str, indices: VecEnvIndices, *data: Any) -> list[Any]:

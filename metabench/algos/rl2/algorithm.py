@@ -27,6 +27,7 @@ import numpy as np
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
 from metabench.algos.implementation import Benchmark, Implementation
@@ -42,6 +43,7 @@ from metabench.data import EpisodeBatch
 from metabench.tasks.base import TaskSampler
 from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
+from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
 
 POLICY_CLASSES: dict[str, type[RecurrentActorCriticPolicy]] = {
@@ -104,6 +106,12 @@ class RL2PPOConfig:
     clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
     deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
     processes: bool = option(False, PROCESSES_DOC)
+    update_processes: bool = option(
+        False,
+        "with processes: split the PPO update's passes by trials between the training process "
+        "and the env workers, summing their gradients (equal to the one-process update up to "
+        "float rounding; metabench/algos/rl2/parallel_update.py)",
+    )
     value_baseline: Literal["critic", "linear"] = option(
         "critic",
         "what advantages are measured against. critic: sb3-contrib's learned value function (a "
@@ -129,6 +137,11 @@ class RL2PPOConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+        if self.update_processes and not self.processes:
+            raise ValueError(
+                "update_processes=true splits the update over the env worker processes: set "
+                "processes=true too"
+            )
         if self.entropy_method == "max" and self.normalize_advantage:
             raise ValueError(
                 "entropy_method='max' needs normalize_advantage=False (garage refuses "
@@ -458,7 +471,7 @@ class RL2PPO(RL2):
         tensorboard_log: str | None,
     ) -> RL2RecurrentPPO:
         config = self.config
-        return RL2RecurrentPPO(
+        model = RL2RecurrentPPO(
             policy_class,
             self.venv,
             learning_rate=config.learning_rate,
@@ -472,6 +485,18 @@ class RL2PPO(RL2):
             seed=seed,
             **self._model_kwargs(),
         )
+        if config.update_processes:
+            model.update_venv = _sharded(self.venv)
+        return model
+
+
+def _sharded(venv: VecEnv) -> ShardedSubprocVecEnv | None:
+    """The :class:`ShardedSubprocVecEnv` under ``venv``'s wrappers, if there is one."""
+    while not isinstance(venv, ShardedSubprocVecEnv):
+        if not isinstance(venv, VecEnvWrapper):
+            return None
+        venv = venv.venv
+    return venv
 
 
 # -- the entry points of baselines/rl2-*.toml -----------------------------------------------------

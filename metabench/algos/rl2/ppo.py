@@ -39,8 +39,10 @@ from torch import nn
 
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
+from metabench.algos.rl2.parallel_update import parallel_train
 from metabench.data import EpisodeBatch, StepType
 from metabench.threads import torch_threads
+from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
 __all__ = [
     "ENTROPY_METHODS",
@@ -160,6 +162,9 @@ class RL2RecurrentPPO(RecurrentPPO):
         self.linear_baseline = LinearFeatureBaseline() if value_baseline == "linear" else None
         self.rollout_threads: int | None = None
         """torch threads while collecting rollouts (``None``: as set); the update uses all."""
+        self.update_venv: ShardedSubprocVecEnv | None = None
+        """Whose worker processes share the full-batch update's passes (``None``: this process
+        alone; :mod:`~metabench.algos.rl2.parallel_update`)."""
         super().__init__(*args, **kwargs)
 
     def _setup_model(self) -> None:
@@ -177,6 +182,19 @@ class RL2RecurrentPPO(RecurrentPPO):
                     parameter.zero_()
             for part in critic_parts:
                 part.requires_grad_(False)
+
+    def train(self) -> None:
+        """sb3-contrib's update, or its passes split over ``update_venv``'s workers."""
+        buffer = self.rollout_buffer
+        if (
+            self.update_venv is None
+            or self.update_venv.workers == 0
+            or (self.batch_size or 0) < buffer.buffer_size * buffer.n_envs
+            or type(buffer) is not RecurrentRolloutBuffer
+        ):
+            super().train()
+            return
+        parallel_train(self, self.update_venv)
 
     def collect_rollouts(
         self,

@@ -1,0 +1,256 @@
+"""RecurrentPPO's full-batch update with its forward and backward passes split over processes.
+
+On ML10 an RL2-PPO update is ten passes of a GRU-256 over 5,000 sequential steps of 20 trials,
+about half of an iteration on one core, while the env worker process that shares the machine
+waits. A recurrent pass cannot be split along time, but it can along trials: each process runs
+the policy over its own trials and differentiates its part of the loss, written as sums over its
+steps divided by the whole batch's step count, and the training process adds the workers'
+gradients to its own before clipping and the optimizer step. The loss is the sum of the parts,
+so the gradient is ``RecurrentPPO.train``'s up to the order of float additions (equal to about
+1e-6 relative, not bit for bit; ``tests/algos/test_rl2_parallel_update.py``). On this machine a
+GRU-256 pass over 10 trials takes about 0.6 of one over 20.
+
+Only the full-batch case (``batch_size`` = the whole rollout, RL2's setting) is split; anything
+else runs sb3-contrib's own update.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch as th
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from sb3_contrib.common.recurrent.type_aliases import RecurrentRolloutBufferSamples, RNNStates
+from stable_baselines3.common.utils import explained_variance
+
+if TYPE_CHECKING:
+    from metabench.algos.rl2.ppo import RL2RecurrentPPO
+    from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
+
+__all__ = ["LossConstants", "parallel_train", "partial_loss"]
+
+STATS = ("policy", "value", "entropy", "kl", "clipped")
+"""The sums over a group's valid steps that :func:`partial_loss` returns besides the loss."""
+
+
+@dataclass(frozen=True)
+class LossConstants:
+    """What the loss needs besides the data: PPO's coefficients and the batch's step count."""
+
+    clip_range: float
+    clip_range_vf: float | None
+    ent_coef: float
+    vf_coef: float
+    count: int
+    """Valid steps in the whole batch: every group's sums are divided by it."""
+
+
+def partial_loss(
+    policy: RecurrentActorCriticPolicy,
+    data: RecurrentRolloutBufferSamples,
+    constants: LossConstants,
+) -> tuple[th.Tensor, dict[str, float]]:
+    """One group's share of ``RecurrentPPO.train``'s loss, and its sums for the logs.
+
+    The same terms as sb3-contrib's (clipped surrogate, optionally clipped value loss, entropy
+    or ``-log_prob``), each summed over the group's valid steps instead of averaged, the total
+    divided by ``constants.count``. ``data.advantages`` must already be normalised if the run
+    normalises them (over the whole batch, as sb3-contrib does).
+    """
+    mask = data.mask > 1e-8
+    values, log_prob, entropy = policy.evaluate_actions(
+        data.observations, data.actions, data.lstm_states, data.episode_starts
+    )
+    values = values.flatten()
+    ratio = th.exp(log_prob - data.old_log_prob)
+    surrogate = th.min(
+        data.advantages * ratio,
+        data.advantages * th.clamp(ratio, 1 - constants.clip_range, 1 + constants.clip_range),
+    )
+    policy_sum = -th.sum(surrogate[mask])
+    if constants.clip_range_vf is None:
+        values_pred = values
+    else:
+        values_pred = data.old_values + th.clamp(
+            values - data.old_values, -constants.clip_range_vf, constants.clip_range_vf
+        )
+    value_sum = th.sum(((data.returns - values_pred) ** 2)[mask])
+    entropy_sum = -th.sum(-log_prob[mask]) if entropy is None else -th.sum(entropy[mask])
+    loss = (
+        policy_sum + constants.ent_coef * entropy_sum + constants.vf_coef * value_sum
+    ) / constants.count
+    with th.no_grad():
+        log_ratio = log_prob - data.old_log_prob
+        kl_sum = th.sum(((th.exp(log_ratio) - 1) - log_ratio)[mask])
+        clipped = th.sum((th.abs(ratio - 1) > constants.clip_range).float()[mask])
+    sums = [policy_sum, value_sum, entropy_sum, kl_sum, clipped]
+    return loss, {name: float(value.item()) for name, value in zip(STATS, sums, strict=True)}
+
+
+def _sequences(data: RecurrentRolloutBufferSamples, start: int, stop: int) -> Any:
+    """Padded sequences ``start:stop`` of a training batch, as numpy arrays (for a pipe)."""
+    n_seq = data.lstm_states.pi[0].shape[1]
+    length = data.observations.shape[0] // n_seq
+    rows = slice(start * length, stop * length)
+
+    def states(pair: tuple[th.Tensor, ...]) -> tuple[np.ndarray, ...]:
+        return tuple(state[:, start:stop].numpy() for state in pair)
+
+    return {
+        "observations": data.observations[rows].numpy(),
+        "actions": data.actions[rows].numpy(),
+        "old_values": data.old_values[rows].numpy(),
+        "old_log_prob": data.old_log_prob[rows].numpy(),
+        "advantages": data.advantages[rows].numpy(),
+        "returns": data.returns[rows].numpy(),
+        "lstm_states": (states(data.lstm_states.pi), states(data.lstm_states.vf)),
+        "episode_starts": data.episode_starts[rows].numpy(),
+        "mask": data.mask[rows].numpy(),
+    }
+
+
+def _samples(arrays: dict[str, Any]) -> RecurrentRolloutBufferSamples:
+    """The inverse of :func:`_sequences`."""
+    pi, vf = arrays["lstm_states"]
+    tensors = {name: th.as_tensor(value) for name, value in arrays.items() if name != "lstm_states"}
+    return RecurrentRolloutBufferSamples(
+        lstm_states=RNNStates(
+            tuple(th.as_tensor(s) for s in pi),
+            tuple(th.as_tensor(s) for s in vf),
+        ),
+        **tensors,
+    )
+
+
+def worker_gradient(
+    state: dict[str, Any],
+    build: tuple[str, type[RecurrentActorCriticPolicy], dict[str, Any]],
+    parameters: dict[str, np.ndarray],
+    arrays: dict[str, Any],
+    constants: LossConstants,
+) -> tuple[dict[str, np.ndarray | None], dict[str, float]]:
+    """In a worker process: the gradient of its group's :func:`partial_loss` at ``parameters``.
+
+    :param state: the worker's own dict; holds the policy built from ``build`` (a key naming
+        the training run's policy, its class and constructor parameters) until the key changes.
+    :param parameters: the trainable parameters by name; only these get gradients.
+    :return: the gradient of each of ``parameters`` (``None`` where the loss does not reach it)
+        and the group's sums.
+    """
+    th.set_num_threads(1)
+    key, policy_class, constructor = build
+    if state.get("policy_key") != key:
+        state["policy"], state["policy_key"] = policy_class(**constructor), key
+    policy: RecurrentActorCriticPolicy = state["policy"]
+    policy.set_training_mode(True)
+    named = dict(policy.named_parameters())
+    with th.no_grad():
+        for name, parameter in named.items():
+            parameter.requires_grad_(name in parameters)
+            if name in parameters:
+                parameter.copy_(th.as_tensor(parameters[name]))
+            parameter.grad = None
+    loss, sums = partial_loss(policy, _samples(arrays), constants)
+    loss.backward()
+    gradients = {name: _numpy(named[name].grad) for name in parameters}
+    return gradients, sums
+
+
+def _unused_schedule(_: float) -> float:
+    return 0.0
+
+
+def _numpy(gradient: th.Tensor | None) -> np.ndarray | None:
+    return None if gradient is None else gradient.numpy()
+
+
+def parallel_train(model: RL2RecurrentPPO, venv: ShardedSubprocVecEnv) -> None:
+    """``RecurrentPPO.train`` for a full batch, its passes split between this process and the
+    workers of ``venv`` (see the module doc); logs the same keys."""
+    policy = model._recurrent_policy()
+    policy.set_training_mode(True)
+    model._update_learning_rate(policy.optimizer)
+    progress_remaining = model._current_progress_remaining
+    clip_range = float(model.clip_range(progress_remaining))  # type: ignore[operator]
+    clip_range_vf = None
+    if model.clip_range_vf is not None:
+        clip_range_vf = float(model.clip_range_vf(progress_remaining))  # type: ignore[operator]
+    trainable = {name: p for name, p in policy.named_parameters() if p.requires_grad}
+    # the arguments RecurrentPPO._setup_model builds its policy with (the learning rate is unused)
+    constructor = {
+        "observation_space": model.observation_space,
+        "action_space": model.action_space,
+        "lr_schedule": _unused_schedule,
+        "use_sde": model.use_sde,
+        **model.policy_kwargs,
+    }
+    build = (f"{os.getpid()}-{id(policy)}", type(policy), constructor)
+    logs: dict[str, list[float]] = {"entropy": [], "policy": [], "value": [], "clipped": []}
+    approx_kl_divs: list[float] = []
+    loss_value = float("nan")
+    for _ in range(model.n_epochs):
+        approx_kl_divs = []
+        (data,) = list(model._recurrent_buffer().get(model.batch_size))  # the whole batch
+        mask = data.mask > 1e-8
+        if model.normalize_advantage:
+            advantages = data.advantages
+            normalized = (advantages - advantages[mask].mean()) / (advantages[mask].std() + 1e-8)
+            data = data._replace(advantages=normalized)
+        constants = LossConstants(
+            clip_range, clip_range_vf, model.ent_coef, model.vf_coef, int(mask.sum())
+        )
+        n_seq = data.lstm_states.pi[0].shape[1]
+        bounds = np.linspace(0, n_seq, venv.workers + 2).round().astype(int)
+        parameters = {name: p.detach().numpy().copy() for name, p in trainable.items()}
+        for w in range(venv.workers):
+            arrays = _sequences(data, bounds[w + 1], bounds[w + 2])
+            venv.run_async(w, worker_gradient, build, parameters, arrays, constants)
+        local = _samples(_sequences(data, 0, bounds[1]))
+        policy.optimizer.zero_grad()
+        loss, sums = partial_loss(policy, local, constants)
+        loss.backward()
+        for w in range(venv.workers):
+            gradients, worker_sums = venv.run_wait(w)
+            for name, parameter in trainable.items():
+                if gradients[name] is None:
+                    continue
+                gradient = th.as_tensor(gradients[name])
+                if parameter.grad is None:
+                    parameter.grad = gradient.clone()
+                else:
+                    parameter.grad += gradient
+            sums = {key: sums[key] + worker_sums[key] for key in STATS}
+        count = constants.count
+        logs["policy"].append(sums["policy"] / count)
+        logs["value"].append(sums["value"] / count)
+        logs["entropy"].append(sums["entropy"] / count)
+        logs["clipped"].append(sums["clipped"] / count)
+        approx_kl_divs.append(sums["kl"] / count)
+        loss_value = (
+            sums["policy"] + model.ent_coef * sums["entropy"] + model.vf_coef * sums["value"]
+        ) / count
+        model._n_updates += 1  # counted for the stopped epoch too, as sb3-contrib does
+        if model.target_kl is not None and approx_kl_divs[-1] > 1.5 * model.target_kl:
+            break  # sb3-contrib stops before this step
+        th.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+        policy.optimizer.step()
+    buffer = model.rollout_buffer
+    model.logger.record("train/entropy_loss", np.mean(logs["entropy"]))
+    model.logger.record("train/policy_gradient_loss", np.mean(logs["policy"]))
+    model.logger.record("train/value_loss", np.mean(logs["value"]))
+    model.logger.record("train/approx_kl", np.mean(approx_kl_divs))
+    model.logger.record("train/clip_fraction", np.mean(logs["clipped"]))
+    model.logger.record("train/loss", loss_value)
+    model.logger.record(
+        "train/explained_variance",
+        explained_variance(buffer.values.flatten(), buffer.returns.flatten()),
+    )
+    if hasattr(policy, "log_std"):
+        model.logger.record("train/std", th.exp(policy.log_std).mean().item())
+    model.logger.record("train/n_updates", model._n_updates, exclude="tensorboard")
+    model.logger.record("train/clip_range", clip_range)
+    if clip_range_vf is not None:
+        model.logger.record("train/clip_range_vf", clip_range_vf)

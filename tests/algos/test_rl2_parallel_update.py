@@ -1,0 +1,117 @@
+"""RL2-PPO's update split over the env workers equals sb3-contrib's one-process update up to
+float rounding (``metabench/algos/rl2/parallel_update.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.parallel_update import LossConstants, partial_loss
+
+CONFIGS = {
+    # garage's: linear baseline, entropy added to the rewards, no critic
+    "linear-max": {"value_baseline": "linear", "entropy_method": "max", "recurrent_cell": "gru"},
+    # sb3-contrib's: learned critic (value loss), entropy in the loss, normalised advantages,
+    # a tight gradient clip so that clipping acts on the summed gradient
+    "critic-regularized": {
+        "value_baseline": "critic",
+        "entropy_method": "regularized",
+        "normalize_advantage": True,
+        "ent_coef": 0.05,
+        "max_grad_norm": 0.05,
+    },
+}
+
+
+def train(update_processes: bool, workers: int, **options: object) -> RL2PPO:
+    config = RL2PPOConfig(
+        meta_batch_size=5,
+        hidden_size=16,
+        processes=True,
+        update_processes=update_processes,
+        **options,  # type: ignore[arg-type]
+    )
+    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, workers=workers)
+    algo.train(2)
+    algo.venv.close()
+    return algo
+
+
+def parameters(algo: RL2PPO) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in algo.model.policy.parameters()]
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+@pytest.mark.parametrize("workers", [2, 3])
+def test_split_update_learns_what_the_one_process_update_learns(name: str, workers: int) -> None:
+    options = CONFIGS[name]
+    alone, split = train(False, workers, **options), train(True, workers, **options)
+    assert split.model.update_venv is not None and split.model.update_venv.workers == workers - 1
+    assert alone.model.update_venv is None
+    moved = False
+    for before, a, b in zip(
+        parameters(RL2PPO("metabench/PointGoal-v0", config=alone.config, seed=5)),
+        parameters(alone),
+        parameters(split),
+        strict=True,
+    ):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+        moved |= not torch.equal(a, before)
+    assert moved, "the updates changed nothing: the comparison would prove nothing"
+    assert split.model._n_updates == alone.model._n_updates == 2 * alone.config.n_epochs
+
+
+def test_partial_losses_add_up_to_the_whole_batch_loss_and_gradient() -> None:
+    """Sums over any split of the trials give the loss and gradient of the whole batch."""
+    algo = RL2PPO(
+        "metabench/PointGoal-v0",
+        config=RL2PPOConfig(meta_batch_size=6, hidden_size=8, value_baseline="critic"),
+        seed=1,
+    )
+    model = algo.model
+    model.learn(model.n_steps * model.n_envs, reset_num_timesteps=True)  # fills the buffer
+    (data,) = list(model._recurrent_buffer().get(model.batch_size))
+    count = int((data.mask > 1e-8).sum())
+    constants = LossConstants(0.2, None, 0.01, 0.5, count)
+    policy = model._recurrent_policy()
+
+    def loss_and_gradient(groups: list[tuple[int, int]]) -> tuple[float, list[torch.Tensor]]:
+        from metabench.algos.rl2.parallel_update import _samples, _sequences
+
+        policy.zero_grad()
+        total = 0.0
+        for start, stop in groups:
+            loss, _ = partial_loss(policy, _samples(_sequences(data, start, stop)), constants)
+            loss.backward()
+            total += loss.item()
+        return total, [p.grad.clone() for p in policy.parameters() if p.grad is not None]
+
+    n_seq = data.lstm_states.pi[0].shape[1]
+    whole_loss, whole_gradient = loss_and_gradient([(0, n_seq)])
+    split_loss, split_gradient = loss_and_gradient([(0, 2), (2, 3), (3, n_seq)])
+    assert split_loss == pytest.approx(whole_loss, rel=1e-5)
+    for a, b in zip(whole_gradient, split_gradient, strict=True):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-7)
+
+    # the whole-batch loss is sb3-contrib's: mean clipped surrogate, entropy and value terms
+    values, log_prob, entropy = policy.evaluate_actions(
+        data.observations, data.actions, data.lstm_states, data.episode_starts
+    )
+    mask = data.mask > 1e-8
+    ratio = torch.exp(log_prob - data.old_log_prob)
+    surrogate = torch.min(data.advantages * ratio, data.advantages * ratio.clamp(0.8, 1.2))
+    expected = (
+        -surrogate[mask].mean()
+        - 0.01 * entropy[mask].mean()
+        + 0.5 * ((data.returns - values.flatten()) ** 2)[mask].mean()
+    )
+    assert whole_loss == pytest.approx(expected.item(), rel=1e-5)
+    algo.venv.close()
+    assert np.isfinite(whole_loss)
+
+
+def test_update_processes_needs_processes() -> None:
+    with pytest.raises(ValueError, match="processes=true"):
+        RL2PPOConfig(update_processes=True)
