@@ -352,6 +352,8 @@ def test_per_task_success_aggregates_by_env_name() -> None:
     assert "| env | maml | rl2 |" in lines
     rows = [line for line in lines if line.startswith("| ") and "-v3" in line]
     assert rows == ["| push-v3 | n/a | 0.500 |", "| reach-v3 | 0.000 | 0.750 |"]
+    # each seed's mean over its envs (rl2: 0.75 and 0.5), then over seeds
+    assert "| **all envs** | 0.000 | 0.625 |" in lines
 
 
 def test_per_task_success_empty_without_success() -> None:

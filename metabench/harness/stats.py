@@ -446,7 +446,9 @@ def per_task_success_markdown(results: Iterable[ResultLike], key: str = "metates
         return ""
     lines = [
         "Post-adaptation success rate per env (the fraction of test episodes that succeeded, "
-        "Meta-World's rule): mean over seeds of each seed's rate over the tasks of that env.",
+        "Meta-World's rule): mean over seeds of each seed's rate over the tasks of that env. "
+        "All envs: mean over seeds of each seed's mean over its envs (each env weighs the same, "
+        "as in the Meta-World paper's success rates).",
     ]
     for benchmark in sorted({key[0] for key in cells}):
         algorithms = sorted({key[1] for key in cells if key[0] == benchmark})
@@ -468,4 +470,12 @@ def per_task_success_markdown(results: Iterable[ResultLike], key: str = "metates
                 rate = float(np.mean([np.mean(v) for v in per_seed.values()]))
                 row.append(f"{rate:.3f}")
             lines.append(f"| {name} | " + " | ".join(row) + " |")
+        overall = []
+        for algorithm in algorithms:
+            by_seed: dict[int, list[float]] = {}
+            for name in names:
+                for seed, successes in cells.get((benchmark, algorithm, name), {}).items():
+                    by_seed.setdefault(seed, []).append(float(np.mean(successes)))
+            overall.append(f"{np.mean([np.mean(v) for v in by_seed.values()]):.3f}")
+        lines.append("| **all envs** | " + " | ".join(overall) + " |")
     return "\n".join(lines) + "\n"
