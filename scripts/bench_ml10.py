@@ -5,6 +5,8 @@ Each round measures, back to back: Meta-World's env-only step rate on every core
 training classes in turn, random actions, one process per core), one RL2-PPO iteration and one
 MAML-TRPO iteration with the shipped ML10 settings (whole iteration: rollouts and update), and
 the meta-test of RL2-PPO one task at a time and batched. The best round of each is kept.
+Also: the lean Meta-World step against Meta-World's own (env-only), and RL2-PPO's update split
+over the env worker (``update_processes``) against one process, on the same rollout.
 Iterations are shortened to keep a round to minutes (RL2: 2 episodes per trial instead of 10;
 MAML: 1 episode per task instead of 10; meta-test: 2 + 1 episodes instead of 10 + 3); the
 README's speed table gives the full-size numbers of ``scripts/profile_ml10.py``.
@@ -78,10 +80,48 @@ def measure(rounds: int = 2) -> dict[str, float]:
     return best
 
 
+def lean_step_ratio(rounds: int = 3) -> float:
+    """Best env-only step rate of metabench's lean Meta-World step over Meta-World's own, on
+    every core, ``rounds`` interleaved rounds."""
+    from profile_ml10 import env_only_rate
+
+    cores = os.cpu_count() or 1
+    best = {False: 0.0, True: 0.0}
+    for _ in range(rounds):
+        for lean in best:
+            best[lean] = max(best[lean], env_only_rate(cores, steps=4_000, lean=lean))
+    return best[True] / best[False]
+
+
+def split_update_ratio(rounds: int = 2, episodes: int = RL2_EPISODES) -> float:
+    """RL2-PPO's update on one ML10 rollout (``episodes`` per trial), one process against split
+    over the env worker (``update_processes``): best time of each over interleaved rounds."""
+    algo, _ = _build("rl2-ppo", {"episodes_per_trial": episodes, "update_processes": True})
+    model = algo.model
+    split_venv = model.update_venv
+    best = {"one process": float("inf"), "split": float("inf")}
+    try:
+        algo.train(1)  # a rollout in the buffer (and one update)
+        for _ in range(rounds):
+            for name, venv in (("one process", None), ("split", split_venv)):
+                model.update_venv = venv
+                start = time.perf_counter()
+                model.train()
+                best[name] = min(best[name], time.perf_counter() - start)
+    finally:
+        algo.venv.close()
+    return best["one process"] / best["split"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
-    rates = measure(parser.parse_args().rounds)
+    rounds = parser.parse_args().rounds
+    print(f"lean / Meta-World env-only step: {lean_step_ratio(rounds):.2f}x")
+    print(
+        f"RL2-PPO update split over the env worker / one process: {split_update_ratio(rounds):.2f}x"
+    )
+    rates = measure(rounds)
     for name, rate in rates.items():
         print(f"{name:<22s} {rate:8,.0f} env steps/s")
     batched = rates["metatest_batched"] / rates["metatest_sequential"]

@@ -33,3 +33,25 @@ def test_ml10_throughput_ratios(record_ratio):
     record_ratio("ml10_rl2_vs_env_only", rl2, True)
     record_ratio("ml10_maml_vs_env_only", maml, True)
     record_ratio("ml10_metatest_batched_vs_sequential", batched, True)
+
+
+def test_metaworld_lean_step_ratio(record_ratio):
+    """metabench's lean Meta-World step against Meta-World's own, env-only on every core,
+    interleaved rounds (about 1.6x on the ML10 training classes, README "Speed")."""
+    from bench_ml10 import lean_step_ratio
+
+    ratio = lean_step_ratio(rounds=3)
+    print(f"\nlean / Meta-World env-only step rate on every core: {ratio:.2f}x")
+    assert ratio >= 1.2
+    record_ratio("metaworld_lean_step_vs_metaworld", ratio, True)
+
+
+def test_rl2_split_update_ratio(record_ratio):
+    """RL2-PPO's ML10 update split over the env worker (update_processes) against one process,
+    on the same rollout, interleaved (about 1.35x on 2 cores)."""
+    from bench_ml10 import split_update_ratio
+
+    ratio = split_update_ratio(rounds=2)
+    print(f"\nRL2-PPO ML10 update, split over 2 processes / one process: {ratio:.2f}x")
+    assert ratio >= 1.1
+    record_ratio("ml10_rl2_split_update_vs_one_process", ratio, True)
