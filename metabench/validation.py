@@ -74,10 +74,22 @@ def option(
     high: float | None = None,
     low_open: bool = False,
     high_open: bool = False,
+    recorded_at_default: bool = True,
 ) -> Any:
     """A dataclass field with its documentation and range (``low <= value <= high``, or strict
-    with ``low_open``/``high_open``; for a list, the range of every item)."""
-    metadata = {"doc": doc, "low": low, "high": high, "low_open": low_open, "high_open": high_open}
+    with ``low_open``/``high_open``; for a list, the range of every item).
+
+    ``recorded_at_default=False``: :func:`recorded_config` leaves the field out while it has its
+    default. For options added after runs were recorded whose default is the earlier behaviour:
+    those runs' configs and checkpoints still match, so they resume and evaluate."""
+    metadata = {
+        "doc": doc,
+        "low": low,
+        "high": high,
+        "low_open": low_open,
+        "high_open": high_open,
+        "recorded_at_default": recorded_at_default,
+    }
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -208,6 +220,18 @@ def config_dict(config: Any) -> dict[str, Any]:
         name: list(value) if isinstance(value, tuple) else value
         for name, value in dataclasses.asdict(config).items()
     }
+
+
+def recorded_config(config: Any) -> dict[str, Any]:
+    """:func:`config_dict` as runs record it: without the fields declared
+    ``recorded_at_default=False`` (:func:`option`) that have their default value."""
+    values = config_dict(config)
+    for field in dataclasses.fields(config):
+        if not field.metadata.get("recorded_at_default", True) and (
+            values[field.name] == field.default
+        ):
+            del values[field.name]
+    return values
 
 
 # -- one value ---------------------------------------------------------------------------------

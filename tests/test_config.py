@@ -266,3 +266,18 @@ def test_single_argument_checks_refuse_bools_strings_and_non_finite_numbers():
     for bad in (math.nan, math.inf, "1.0", False, -1.0):
         with pytest.raises(ValueError, match="x must be a non-negative number"):
             check_number("x", bad, low=0.0)
+
+
+def test_recorded_config_leaves_out_later_options_at_their_default() -> None:
+    from dataclasses import dataclass
+
+    from metabench.validation import option, recorded_config
+
+    @dataclass(frozen=True)
+    class Config:
+        rate: float = option(0.1, "a rate")
+        fast: bool = option(False, "added later", recorded_at_default=False)
+
+    assert recorded_config(Config()) == {"rate": 0.1}
+    assert recorded_config(Config(fast=True)) == {"rate": 0.1, "fast": True}
+    assert Config(**recorded_config(Config())) == Config()

@@ -25,7 +25,7 @@ from metabench.harness.benchmarks import (
     load_benchmarks,
 )
 from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_line, read_specs
-from metabench.validation import Layer, config_dict, resolve_config
+from metabench.validation import Layer, recorded_config, resolve_config
 
 BASELINE_SCHEMA = {
     "description": str, "entry_point": str, "source": str, "cpus": int,
@@ -140,7 +140,7 @@ class AlgorithmEntry:
                 )
         config = implementation.config_class()
         if config is not None:
-            values = config_dict(resolve_config(config, layers))
+            values = recorded_config(resolve_config(config, layers))
         else:
             values = {name: value for layer in layers for name, value in layer.values.items()}
         values = implementation.check(values)

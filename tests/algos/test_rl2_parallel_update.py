@@ -115,3 +115,48 @@ def test_partial_losses_add_up_to_the_whole_batch_loss_and_gradient() -> None:
 def test_update_processes_needs_processes() -> None:
     with pytest.raises(ValueError, match="processes=true"):
         RL2PPOConfig(update_processes=True)
+
+
+def test_update_processes_is_recorded_only_when_on() -> None:
+    """Runs recorded before the option existed still match their configs and checkpoints."""
+    algo = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2), seed=0)
+    state = algo.state_dict()
+    assert "update_processes" not in state["config"]
+    again = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2), seed=0)
+    again.load_state_dict(state)  # an older checkpoint: no update_processes key
+    config = RL2PPOConfig(meta_batch_size=2, processes=True, update_processes=True)
+    split = RL2PPO("metabench/PointGoal-v0", config=config, seed=0, workers=2)
+    assert split.state_dict()["config"]["update_processes"] is True
+    with pytest.raises(ValueError, match="different RL2PPOConfig"):
+        split.load_state_dict(state)
+    for each in (algo, again, split):
+        each.venv.close()
+
+
+@pytest.mark.metaworld
+def test_the_ml10_result_command_still_plans_its_recorded_config() -> None:
+    """``results/ML10/rl2-ppo-seed0``'s recorded command resolves to its config.json."""
+    import json
+    import shlex
+    from pathlib import Path
+
+    from metabench.harness.run import RunSettings, resolve
+
+    run = Path(__file__).resolve().parents[2] / "results" / "ML10" / "rl2-ppo-seed0"
+    if not (run / "result.json").exists():
+        pytest.skip("no ML10 RL2-PPO result in this checkout")
+    args = shlex.split(json.loads((run / "result.json").read_text())["command"])
+
+    def value(flag: str) -> str:
+        return args[args.index(flag) + 1]
+
+    settings = RunSettings(
+        value("--benchmark"),
+        value("--algorithm"),
+        int(value("--seed")),
+        int(value("--steps")),
+        Path(value("--out")),
+        cpus=int(value("--cpus")),
+    )
+    _, config = resolve(settings)
+    assert config == json.loads((run / "config.json").read_text())

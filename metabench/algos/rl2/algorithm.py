@@ -41,7 +41,7 @@ from metabench.algos.sb3_common import (
 )
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import TaskSampler
-from metabench.validation import check_config, config_dict, option
+from metabench.validation import check_config, config_dict, option, recorded_config
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
@@ -111,6 +111,7 @@ class RL2PPOConfig:
         "with processes: split the PPO update's passes by trials between the training process "
         "and the env workers, summing their gradients (equal to the one-process update up to "
         "float rounding; metabench/algos/rl2/parallel_update.py)",
+        recorded_at_default=False,
     )
     value_baseline: Literal["critic", "linear"] = option(
         "critic",
@@ -432,12 +433,12 @@ class RL2(MetaRLAlgorithm):
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to continue training: weights, optimizer, counters, task schedule."""
         return {
-            "config": config_dict(self.config),
+            "config": recorded_config(self.config),
             **training_state(self.model, self.venv, self.iterations),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state.get("config") != config_dict(self.config):
+        if state.get("config") != recorded_config(self.config):
             raise ValueError(
                 f"checkpoint was written with a different {type(self.config).__name__}"
             )
