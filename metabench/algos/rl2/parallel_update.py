@@ -6,9 +6,11 @@ waits. A recurrent pass cannot be split along time, but it can along trials: eac
 the policy over its own trials and differentiates its part of the loss, written as sums over its
 steps divided by the whole batch's step count, and the training process adds the workers'
 gradients to its own before clipping and the optimizer step. The loss is the sum of the parts,
-so the gradient is ``RecurrentPPO.train``'s up to the order of float additions (equal to about
-1e-6 relative, not bit for bit; ``tests/algos/test_rl2_parallel_update.py``). On this machine a
-GRU-256 pass over 10 trials takes about 0.6 of one over 20.
+so the gradient is ``RecurrentPPO.train``'s up to the order of float additions: not bit for
+bit, but the parameters after two iterations agree with the one-process update's to 1e-4
+relative (``tests/algos/test_rl2_parallel_update.py``). A GRU-256 pass over 10 trials takes
+about 0.6 of one over 20 on one core, so the update runs about 1.36x faster on 2 cores
+(``docs/speed.md``).
 
 Only the full-batch case (``batch_size`` = the whole rollout, RL2's setting) is split; anything
 else runs sb3-contrib's own update.
