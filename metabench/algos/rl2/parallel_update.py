@@ -191,10 +191,8 @@ def parallel_train(model: RL2RecurrentPPO, venv: ShardedSubprocVecEnv) -> None:
     }
     build = (f"{os.getpid()}-{id(policy)}", type(policy), constructor)
     logs: dict[str, list[float]] = {"entropy": [], "policy": [], "value": [], "clipped": []}
-    approx_kl_divs: list[float] = []
-    loss_value = float("nan")
+    approx_kl = loss_value = float("nan")  # of the last epoch, as sb3-contrib logs them
     for _ in range(model.n_epochs):
-        approx_kl_divs = []
         (data,) = list(model._recurrent_buffer().get(model.batch_size))  # the whole batch
         mask = data.mask > 1e-8
         if model.normalize_advantage:
@@ -230,12 +228,12 @@ def parallel_train(model: RL2RecurrentPPO, venv: ShardedSubprocVecEnv) -> None:
         logs["value"].append(sums["value"] / count)
         logs["entropy"].append(sums["entropy"] / count)
         logs["clipped"].append(sums["clipped"] / count)
-        approx_kl_divs.append(sums["kl"] / count)
+        approx_kl = sums["kl"] / count
         loss_value = (
             sums["policy"] + model.ent_coef * sums["entropy"] + model.vf_coef * sums["value"]
         ) / count
         model._n_updates += 1  # counted for the stopped epoch too, as sb3-contrib does
-        if model.target_kl is not None and approx_kl_divs[-1] > 1.5 * model.target_kl:
+        if model.target_kl is not None and approx_kl > 1.5 * model.target_kl:
             break  # sb3-contrib stops before this step
         th.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
         policy.optimizer.step()
@@ -243,7 +241,7 @@ def parallel_train(model: RL2RecurrentPPO, venv: ShardedSubprocVecEnv) -> None:
     model.logger.record("train/entropy_loss", np.mean(logs["entropy"]))
     model.logger.record("train/policy_gradient_loss", np.mean(logs["policy"]))
     model.logger.record("train/value_loss", np.mean(logs["value"]))
-    model.logger.record("train/approx_kl", np.mean(approx_kl_divs))
+    model.logger.record("train/approx_kl", approx_kl)
     model.logger.record("train/clip_fraction", np.mean(logs["clipped"]))
     model.logger.record("train/loss", loss_value)
     model.logger.record(
