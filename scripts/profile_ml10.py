@@ -275,6 +275,7 @@ def _env_only_worker(args: tuple[int, int, bool]) -> float:
     for name in sampler.class_names:
         env.set_task(sampler.tasks_by_class[name][0])
         env.reset(seed=seed)
+        assert env.sawyer_env is not None
         sawyers.append(env.sawyer_env)
     per_class = steps // len(sawyers)
     actions = rng.uniform(-1, 1, size=(per_class, 4)).astype(np.float32)
