@@ -31,6 +31,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ import numpy as np
 import torch
 
 import metabench  # noqa: F401 - registers the ids
-from metabench.harness.run import RunSettings, build_algorithm, plan_run
+from metabench.harness.run import RunSettings, build_algorithm, make_evaluator, plan_run
 
 BENCHMARK = "ML10"
 
@@ -50,16 +51,27 @@ class Stopwatch:
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._depth: dict[str, int] = defaultdict(int)
+        self._originals: list[tuple[Any, str, Any]] = []
 
     def wrap(self, owner: Any, name: str, label: str) -> None:
         """Time ``owner.name`` (an instance or a class attribute) under ``label``."""
         original = getattr(owner, name)
+        self._originals.append((owner, name, vars(owner).get(name)))
 
         def timed(*args: Any, **kwargs: Any) -> Any:
             with self.timing(label):
                 return original(*args, **kwargs)
 
         setattr(owner, name, timed)
+
+    def restore(self) -> None:
+        """Undo every :meth:`wrap`, the last first."""
+        for owner, name, attribute in reversed(self._originals):
+            if attribute is None:  # was inherited: uncover it again
+                delattr(owner, name)
+            else:
+                setattr(owner, name, attribute)
+        self._originals.clear()
 
     @contextlib.contextmanager
     def timing(self, label: str) -> Iterator[None]:
@@ -204,21 +216,62 @@ def profile_maml(overrides: dict[str, Any], episodes: int | None) -> None:
 
 
 def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
+    """The sequential meta-test on Meta-World's own step (where the batched one started from)
+    and on the lean step, then the batched one, all with the same policy in one run."""
     algo, plan = build(algorithm, overrides)
-    evaluator = plan.evaluator()
-    watch = Stopwatch()
     # the adapted policy acts through the exploration policy's get_action (RL2) or its own
     explorer = type(algo.get_exploration_policy())
+    kwargs = plan.spec.test_env_kwargs
+    own_step = replace(
+        plan.spec, test_env_kwargs={**(kwargs or plan.spec.env_kwargs), "lean": False}
+    )
+    own = make_evaluator(own_step, plan.config["seed"], test_tasks=plan.test_tasks)
+    sequential = {
+        "Meta-World's own step": time_sequential_metatest(algorithm, algo, own, explorer),
+        "lean step": time_sequential_metatest(algorithm, algo, plan.evaluator(), explorer),
+    }
+
+    from metabench.batched_evaluation import _TrialEnvs
+
+    evaluator = plan.evaluator()
+    workers = os.cpu_count() or 1
+    batched = Stopwatch()
+    batched.wrap(type(algo.get_exploration_policies(1)), "get_actions", "policy inference")
+    batched.wrap(_TrialEnvs, "step_rows", "env: one shard here, the others in workers")
+    batched.wrap(_TrialEnvs, "__init__", "building the envs and workers")
+    start = time.perf_counter()
+    with algo.evaluation_streams(0):
+        result = evaluator.evaluate(algo, workers=workers)
+    total = time.perf_counter() - start
+    ratios = ", ".join(f"{seconds / total:.2f}x on {step}" for step, seconds in sequential.items())
+    s = batched.seconds
+    print_split(
+        f"batched meta-test of {algorithm} on ML10 (lean step, {result.n_tasks} test tasks at "
+        f"once, {workers} processes), against the sequential meta-test: {ratios}",
+        total,
+        result.n_env_steps,
+        [(label, s[label]) for label in sorted(s)],
+    )
+
+
+def time_sequential_metatest(
+    algorithm: str, algo: Any, evaluator: Any, explorer: type[Any]
+) -> float:
+    """Run and split the meta-test one env at a time; its wall time."""
+    watch = Stopwatch()
     watch.wrap(explorer, "get_action", "policy inference")
     time_sawyer_classes(watch)
     watch.wrap(evaluator.task_env, "step", "task env step")
+    step = "lean step" if evaluator.task_env.lean else "Meta-World's own step"
     start = time.perf_counter()
     with algo.evaluation_streams(0):
         result = evaluator.evaluate(algo)
     total = time.perf_counter() - start
+    evaluator.close()
+    watch.restore()
     s = watch.seconds
     print_split(
-        f"meta-test of {algorithm} on ML10 ({result.n_tasks} test tasks x "
+        f"meta-test of {algorithm} on ML10 ({step}, {result.n_tasks} test tasks x "
         f"{result.n_exploration_eps}+{result.n_test_episodes} episodes, one env at a time)",
         total,
         result.n_env_steps,
@@ -228,27 +281,7 @@ def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
             ("policy inference", s["policy inference"]),
         ],
     )
-    evaluator.close()
-
-    from metabench.batched_evaluation import _TrialEnvs
-
-    workers = os.cpu_count() or 1
-    batched = Stopwatch()
-    batched.wrap(type(algo.get_exploration_policies(1)), "get_actions", "policy inference")
-    batched.wrap(_TrialEnvs, "step_rows", "env: one shard here, the others in workers")
-    batched.wrap(_TrialEnvs, "__init__", "building the envs and workers")
-    start = time.perf_counter()
-    with algo.evaluation_streams(0):
-        result = evaluator.evaluate(algo, workers=workers)
-    total_batched = time.perf_counter() - start
-    s = batched.seconds
-    print_split(
-        f"batched meta-test of {algorithm} on ML10 ({result.n_tasks} test tasks at once, "
-        f"{workers} processes): {total / total_batched:.2f}x the sequential meta-test",
-        total_batched,
-        result.n_env_steps,
-        [(label, s[label]) for label in sorted(s)],
-    )
+    return total
 
 
 def env_only_rate(processes: int, steps: int = 5_000, lean: bool = False) -> float:

@@ -113,6 +113,22 @@ class RL2PPOConfig:
         "float rounding; metabench/algos/rl2/parallel_update.py)",
         recorded_at_default=False,
     )
+    chunk_length: int | None = option(
+        None,
+        "null: one PPO step per epoch on the whole trials (garage, sb3-contrib). A number: "
+        "Meta-World+'s RL2 update (metaworld_algorithms/rl/algorithms/rl2.py, chunk_len=250 in "
+        "examples/meta_learning/rl2_ml10.py), one step per chunk of this many steps per epoch, "
+        "backpropagation truncated at chunk starts (metabench/algos/rl2/chunked_update.py); "
+        "needs value_baseline='linear'",
+        low=2,
+        recorded_at_default=False,
+    )
+    chunk_overlap: int = option(
+        50,
+        "with chunk_length: steps each chunk shares with the next (Meta-World+: 50)",
+        low=0,
+        recorded_at_default=False,
+    )
     value_baseline: Literal["critic", "linear"] = option(
         "critic",
         "what advantages are measured against. critic: sb3-contrib's learned value function (a "
@@ -143,6 +159,22 @@ class RL2PPOConfig:
                 "update_processes=true splits the update over the env worker processes: set "
                 "processes=true too"
             )
+        if self.chunk_length is not None:
+            if self.value_baseline != "linear":
+                raise ValueError(
+                    "chunk_length needs value_baseline='linear' (the chunked update trains no "
+                    "critic): set value_baseline to 'linear' or chunk_length to null"
+                )
+            if self.chunk_overlap >= self.chunk_length:
+                raise ValueError(
+                    f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_length "
+                    f"({self.chunk_length})"
+                )
+            if self.update_processes:
+                raise ValueError(
+                    "update_processes=true splits the whole-trial update; the chunked update "
+                    "(chunk_length) runs in one process: set one of them to its default"
+                )
         if self.entropy_method == "max" and self.normalize_advantage:
             raise ValueError(
                 "entropy_method='max' needs normalize_advantage=False (garage refuses "
@@ -472,6 +504,11 @@ class RL2PPO(RL2):
         tensorboard_log: str | None,
     ) -> RL2RecurrentPPO:
         config = self.config
+        if config.chunk_length is not None and config.chunk_length > self.trial_length:
+            raise ValueError(
+                f"chunk_length {config.chunk_length} is longer than a trial "
+                f"({self.trial_length} steps): set it to at most {self.trial_length}"
+            )
         model = RL2RecurrentPPO(
             policy_class,
             self.venv,
@@ -484,6 +521,8 @@ class RL2PPO(RL2):
             policy_kwargs=policy_kwargs,
             tensorboard_log=tensorboard_log,
             seed=seed,
+            chunk_length=config.chunk_length,
+            chunk_overlap=config.chunk_overlap,
             **self._model_kwargs(),
         )
         if config.update_processes:

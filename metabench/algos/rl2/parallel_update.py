@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from metabench.algos.rl2.ppo import RL2RecurrentPPO
     from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
-__all__ = ["LossConstants", "parallel_train", "partial_loss"]
+__all__ = ["LossConstants", "parallel_train", "partial_loss", "record_update_logs"]
 
 STATS = ("policy", "value", "entropy", "kl", "clipped")
 """The sums over a group's valid steps that :func:`partial_loss` returns besides the loss."""
@@ -237,19 +237,46 @@ def parallel_train(model: RL2RecurrentPPO, venv: ShardedSubprocVecEnv) -> None:
             break  # sb3-contrib stops before this step
         th.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
         policy.optimizer.step()
+    record_update_logs(
+        model,
+        entropy=float(np.mean(logs["entropy"])),
+        policy=float(np.mean(logs["policy"])),
+        value=float(np.mean(logs["value"])),
+        approx_kl=approx_kl,
+        clip_fraction=float(np.mean(logs["clipped"])),
+        loss=loss_value,
+        clip_range=clip_range,
+        clip_range_vf=clip_range_vf,
+    )
+
+
+def record_update_logs(
+    model: RL2RecurrentPPO,
+    *,
+    entropy: float,
+    policy: float,
+    value: float,
+    approx_kl: float,
+    clip_fraction: float,
+    loss: float,
+    clip_range: float,
+    clip_range_vf: float | None,
+) -> None:
+    """Log an update's numbers under the keys ``RecurrentPPO.train`` logs them."""
     buffer = model.rollout_buffer
-    model.logger.record("train/entropy_loss", np.mean(logs["entropy"]))
-    model.logger.record("train/policy_gradient_loss", np.mean(logs["policy"]))
-    model.logger.record("train/value_loss", np.mean(logs["value"]))
+    model.logger.record("train/entropy_loss", entropy)
+    model.logger.record("train/policy_gradient_loss", policy)
+    model.logger.record("train/value_loss", value)
     model.logger.record("train/approx_kl", approx_kl)
-    model.logger.record("train/clip_fraction", np.mean(logs["clipped"]))
-    model.logger.record("train/loss", loss_value)
+    model.logger.record("train/clip_fraction", clip_fraction)
+    model.logger.record("train/loss", loss)
     model.logger.record(
         "train/explained_variance",
         explained_variance(buffer.values.flatten(), buffer.returns.flatten()),
     )
-    if hasattr(policy, "log_std"):
-        model.logger.record("train/std", th.exp(policy.log_std).mean().item())
+    recurrent = model._recurrent_policy()
+    if hasattr(recurrent, "log_std"):
+        model.logger.record("train/std", th.exp(recurrent.log_std).mean().item())
     model.logger.record("train/n_updates", model._n_updates, exclude="tensorboard")
     model.logger.record("train/clip_range", clip_range)
     if clip_range_vf is not None:

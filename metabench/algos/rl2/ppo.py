@@ -39,6 +39,7 @@ from torch import nn
 
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
+from metabench.algos.rl2.chunked_update import chunk_starts, chunked_train
 from metabench.algos.rl2.parallel_update import parallel_train
 from metabench.data import EpisodeBatch, StepType
 from metabench.threads import torch_threads
@@ -131,6 +132,11 @@ class RL2RecurrentPPO(RecurrentPPO):
         (no entropy in the loss) and the coefficient as ``policy_ent_coeff``.
     :param policy_ent_coeff: garage's ``policy_ent_coeff``: the weight of the entropy added to
         the rewards with ``entropy_method="max"``; unused otherwise.
+    :param chunk_length: ``None`` (sb3-contrib's update), or the length of the overlapping
+        chunks Meta-World+'s RL2 update takes one gradient step on each, with truncated
+        backpropagation (:mod:`~metabench.algos.rl2.chunked_update`); needs
+        ``value_baseline="linear"``.
+    :param chunk_overlap: steps each chunk shares with the next one.
 
     With ``"max"`` the entropy of every step is computed once per iteration with the policy that
     collected the rollouts. garage evaluates it inside its loss graph, i.e. with the policy being
@@ -151,10 +157,21 @@ class RL2RecurrentPPO(RecurrentPPO):
         value_baseline: str = "critic",
         entropy_method: str = "regularized",
         policy_ent_coeff: float = 0.0,
+        chunk_length: int | None = None,
+        chunk_overlap: int = 0,
         **kwargs: Any,
     ) -> None:
         check_choice("value_baseline", value_baseline, VALUE_BASELINES)
         check_choice("entropy_method", entropy_method, ENTROPY_METHODS)
+        if chunk_length is not None:
+            if value_baseline != "linear":
+                raise ValueError(
+                    "chunk_length needs value_baseline='linear' (the chunked update trains no "
+                    "critic): set value_baseline to 'linear' or chunk_length to null"
+                )
+            chunk_starts(chunk_length, chunk_length, chunk_overlap)  # checks the overlap
+        self.chunk_length = chunk_length
+        self.chunk_overlap = chunk_overlap
         # set before RecurrentPPO.__init__, which calls _setup_model
         self.value_baseline = value_baseline
         self.entropy_method = entropy_method
@@ -184,7 +201,11 @@ class RL2RecurrentPPO(RecurrentPPO):
                 part.requires_grad_(False)
 
     def train(self) -> None:
-        """sb3-contrib's update, or its passes split over ``update_venv``'s workers."""
+        """sb3-contrib's update, its passes split over ``update_venv``'s workers, or the
+        chunked update (``chunk_length``)."""
+        if self.chunk_length is not None:
+            chunked_train(self, self.chunk_length, self.chunk_overlap)
+            return
         buffer = self.rollout_buffer
         if (
             self.update_venv is None
