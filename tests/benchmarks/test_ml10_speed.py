@@ -55,3 +55,16 @@ def test_rl2_split_update_ratio(record_ratio):
     print(f"\nRL2-PPO ML10 update, split over 2 processes / one process: {ratio:.2f}x")
     assert ratio >= 1.1
     record_ratio("ml10_rl2_split_update_vs_one_process", ratio, True)
+
+
+def test_rl2_chunked_update_ratio(record_ratio):
+    """Meta-World+'s chunked RL2-PPO update (rl2-ppo-chunked) against the whole-trial one
+    (rl2-ppo) on the same shortened rollout, interleaved (2 episodes per trial: 4 chunks)."""
+    from bench_ml10 import RL2_EPISODES
+    from bench_rl2_chunked_update import update_times
+
+    times = update_times(episodes=RL2_EPISODES, repeats=2)
+    ratio = times.whole_trial / times.chunked
+    print(f"\nRL2-PPO ML10 update, whole-trial / chunked: {ratio:.2f}x")
+    assert ratio >= 1.1
+    record_ratio("ml10_rl2_chunked_update_vs_whole_trial", ratio, True)

@@ -1,0 +1,104 @@
+"""RL2-PPO's ML10 update two ways on the same rollout, timed side by side: the whole-trial update
+(garage's, ``rl2-ppo``) and Meta-World+'s chunked update (``rl2-ppo-chunked``: one PPO step per
+250-step chunk per epoch, truncated backpropagation; ``metabench/algos/rl2/chunked_update.py``).
+
+Collects one ML10 iteration as ``metabench train --algorithm rl2-ppo`` does, then runs each
+update ``--repeats`` times, alternating, each from the same parameters, optimizer state and
+rollout. Prints each update's best time, their ratio, and the end-to-end rate each gives with
+the rollout collection measured here.
+
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_rl2_chunked_update.py [--episodes N]
+        [--repeats N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from profile_ml10 import build
+
+from metabench.algos.rl2.chunked_update import chunked_train
+
+CHUNK_LENGTH, CHUNK_OVERLAP = 250, 50
+"""Meta-World+'s ML10 setting (``baselines/rl2-ppo-chunked.toml``)."""
+
+
+@dataclass(frozen=True)
+class UpdateTimes:
+    """One rollout's collection and each update's best time on it, in seconds."""
+
+    steps: int
+    collect: float
+    whole_trial: float
+    chunked: float
+
+
+def update_times(episodes: int = 10, repeats: int = 2) -> UpdateTimes:
+    """Collect one ML10 iteration of ``episodes`` per trial as ``rl2-ppo`` does and time both
+    updates on it, alternating, ``repeats`` times each (best of each)."""
+    algo, _ = build("rl2-ppo", {"episodes_per_trial": episodes})
+    model = algo.model
+    updates: dict[str, Callable[[], None]] = {
+        "whole_trial": model.train,
+        "chunked": lambda: chunked_train(model, CHUNK_LENGTH, CHUNK_OVERLAP),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in updates}
+
+    def compare() -> None:
+        policy = model.policy
+        saved: dict[str, Any] = {
+            "policy": copy.deepcopy(policy.state_dict()),
+            "optimizer": copy.deepcopy(policy.optimizer.state_dict()),
+            # the whole-trial update flattens the buffer in place; the chunked one reads it as
+            # collected
+            "buffer": copy.deepcopy(vars(model.rollout_buffer)),
+        }
+        for _ in range(repeats):
+            for name, update in updates.items():
+                policy.load_state_dict(saved["policy"])
+                policy.optimizer.load_state_dict(copy.deepcopy(saved["optimizer"]))
+                vars(model.rollout_buffer).update(copy.deepcopy(saved["buffer"]))
+                start = time.perf_counter()
+                update()
+                seconds[name].append(time.perf_counter() - start)
+
+    model.train = compare
+    try:
+        start = time.perf_counter()
+        algo.train(1)
+        collect = time.perf_counter() - start - sum(map(sum, seconds.values()))
+    finally:
+        algo.venv.close()
+    return UpdateTimes(
+        algo.steps_per_iteration, collect, min(seconds["whole_trial"]), min(seconds["chunked"])
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--episodes", type=int, default=10, help="episodes per trial (default: the published 10)"
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="runs of each update (default 2)")
+    args = parser.parse_args()
+    times = update_times(args.episodes, args.repeats)
+    print(
+        f"\nRL2-PPO update on ML10 ({times.steps:,} env steps per iteration, {args.episodes} "
+        f"episodes per trial; best of {args.repeats}); rollout collection {times.collect:.1f} s"
+    )
+    for name, update_s in (
+        ("whole-trial (rl2-ppo)", times.whole_trial),
+        ("chunked (rl2-ppo-chunked)", times.chunked),
+    ):
+        rate = times.steps / (times.collect + update_s)
+        print(f"  {name:<28s} {update_s:7.1f} s   end to end {rate:,.0f} env steps/s")
+    print(f"  whole-trial / chunked update time: {times.whole_trial / times.chunked:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
