@@ -31,6 +31,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
 from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.rl2.chunked_update import check_chunk_settings
 from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.sb3_common import (
@@ -160,16 +161,7 @@ class RL2PPOConfig:
                 "processes=true too"
             )
         if self.chunk_length is not None:
-            if self.value_baseline != "linear":
-                raise ValueError(
-                    "chunk_length needs value_baseline='linear' (the chunked update trains no "
-                    "critic): set value_baseline to 'linear' or chunk_length to null"
-                )
-            if self.chunk_overlap >= self.chunk_length:
-                raise ValueError(
-                    f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_length "
-                    f"({self.chunk_length})"
-                )
+            check_chunk_settings(self.chunk_length, self.chunk_overlap, self.value_baseline)
             if self.update_processes:
                 raise ValueError(
                     "update_processes=true splits the whole-trial update; the chunked update "

@@ -29,9 +29,23 @@ from metabench.algos.rl2.parallel_update import record_update_logs
 if TYPE_CHECKING:
     from metabench.algos.rl2.ppo import RL2RecurrentPPO
 
-__all__ = ["chunk_starts", "chunked_train"]
+__all__ = ["check_chunk_settings", "chunk_starts", "chunked_train"]
 
 State = tuple[th.Tensor, th.Tensor]
+
+
+def check_chunk_settings(chunk_length: int, overlap: int, value_baseline: str) -> None:
+    """Raise ``ValueError`` naming the fix for settings the chunked update cannot run with."""
+    if value_baseline != "linear":
+        raise ValueError(
+            "chunk_length needs value_baseline='linear' (the chunked update trains no critic): "
+            "set value_baseline to 'linear' or chunk_length to null"
+        )
+    if not 0 <= overlap < chunk_length:
+        raise ValueError(
+            f"chunk_overlap ({overlap}) must be at least 0 and smaller than chunk_length "
+            f"({chunk_length})"
+        )
 
 
 def chunk_starts(length: int, chunk_length: int, overlap: int) -> list[int]:
@@ -41,8 +55,6 @@ def chunk_starts(length: int, chunk_length: int, overlap: int) -> list[int]:
     >>> chunk_starts(5000, 250, 50)[-3:], len(chunk_starts(5000, 250, 50))
     ([4200, 4400, 4600], 24)
     """
-    if not 0 <= overlap < chunk_length:
-        raise ValueError(f"overlap must be in [0, chunk_length); got {overlap} and {chunk_length}")
     stride = chunk_length - overlap
     return [start for start in range(0, length - overlap, stride) if start + chunk_length <= length]
 

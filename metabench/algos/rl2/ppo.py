@@ -39,7 +39,7 @@ from torch import nn
 
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
-from metabench.algos.rl2.chunked_update import chunk_starts, chunked_train
+from metabench.algos.rl2.chunked_update import check_chunk_settings, chunked_train
 from metabench.algos.rl2.parallel_update import parallel_train
 from metabench.data import EpisodeBatch, StepType
 from metabench.threads import torch_threads
@@ -164,12 +164,7 @@ class RL2RecurrentPPO(RecurrentPPO):
         check_choice("value_baseline", value_baseline, VALUE_BASELINES)
         check_choice("entropy_method", entropy_method, ENTROPY_METHODS)
         if chunk_length is not None:
-            if value_baseline != "linear":
-                raise ValueError(
-                    "chunk_length needs value_baseline='linear' (the chunked update trains no "
-                    "critic): set value_baseline to 'linear' or chunk_length to null"
-                )
-            chunk_starts(chunk_length, chunk_length, chunk_overlap)  # checks the overlap
+            check_chunk_settings(chunk_length, chunk_overlap, value_baseline)
         self.chunk_length = chunk_length
         self.chunk_overlap = chunk_overlap
         # set before RecurrentPPO.__init__, which calls _setup_model
