@@ -496,11 +496,6 @@ class RL2PPO(RL2):
         tensorboard_log: str | None,
     ) -> RL2RecurrentPPO:
         config = self.config
-        if config.chunk_length is not None and config.chunk_length > self.trial_length:
-            raise ValueError(
-                f"chunk_length {config.chunk_length} is longer than a trial "
-                f"({self.trial_length} steps): set it to at most {self.trial_length}"
-            )
         model = RL2RecurrentPPO(
             policy_class,
             self.venv,

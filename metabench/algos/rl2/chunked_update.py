@@ -116,12 +116,7 @@ def chunked_train(model: RL2RecurrentPPO, chunk_length: int, overlap: int) -> No
     model._update_learning_rate(policy.optimizer)
     clip_range = float(model.clip_range(model._current_progress_remaining))  # type: ignore[operator]
     n_steps = buffer.rewards.shape[0]
-    chunks = chunk_starts(n_steps, chunk_length, overlap)
-    if not chunks:
-        raise ValueError(
-            f"chunk_length {chunk_length} is longer than the trial ({n_steps} steps): set "
-            f"chunk_length to at most {n_steps}, or null for whole-trial updates"
-        )
+    chunks = chunk_starts(n_steps, chunk_length, overlap)  # not empty: RL2RecurrentPPO checks
 
     def env_major(array: np.ndarray) -> th.Tensor:  # (T, n_envs, ...) -> (n_envs, T, ...)
         return th.as_tensor(np.swapaxes(array, 0, 1), device=model.device)

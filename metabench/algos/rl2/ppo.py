@@ -39,7 +39,7 @@ from torch import nn
 
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
-from metabench.algos.rl2.chunked_update import check_chunk_settings, chunked_train
+from metabench.algos.rl2.chunked_update import check_chunk_settings, chunk_starts, chunked_train
 from metabench.algos.rl2.parallel_update import parallel_train
 from metabench.data import EpisodeBatch, StepType
 from metabench.threads import torch_threads
@@ -178,6 +178,11 @@ class RL2RecurrentPPO(RecurrentPPO):
         """Whose worker processes share the full-batch update's passes (``None``: this process
         alone; :mod:`~metabench.algos.rl2.parallel_update`)."""
         super().__init__(*args, **kwargs)
+        if chunk_length is not None and not chunk_starts(self.n_steps, chunk_length, chunk_overlap):
+            raise ValueError(
+                f"chunk_length {chunk_length} is longer than a trial ({self.n_steps} steps): set "
+                f"it to at most {self.n_steps}, or to null for whole-trial updates"
+            )
 
     def _setup_model(self) -> None:
         super()._setup_model()
