@@ -32,7 +32,11 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
 from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.rl2.chunked_update import check_chunk_settings
-from metabench.algos.rl2.policy import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
+from metabench.algos.rl2.policy import (
+    TanhEncoder,
+    WholeSequenceGruPolicy,
+    WholeSequenceLstmPolicy,
+)
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.sb3_common import (
     load_training_state,
@@ -59,6 +63,40 @@ CLIP_ACTIONS_DOC = (
     "garage's RL2 examples; HalfCheetah then charges its control cost on the raw sample and "
     "MuJoCo clamps the actuators"
 )
+
+
+ENCODER_SIZES_DOC = (
+    "widths of the tanh layers between the RL2 observation and the recurrent cell, every one "
+    "activated; empty: none (garage). Meta-World+: [256, 256, 256] (metaworld-algorithms "
+    "examples/meta_learning/rl2_ml10.py: encoder depth 2 plus its activated output layer)"
+)
+POLICY_HEAD_DOC = (
+    "linear: a linear mean and a learned state-independent log-std (SB3, garage). tanh: one "
+    "linear layer gives the mean and the log-std, both through tanh, so the std depends on the "
+    "state and the history and lies in [e^-1, e] (Meta-World+: std_type=MLP_HEAD, "
+    "activate_head=True, squash_tanh=False); gru only"
+)
+WEIGHT_INIT_DOC = (
+    "sb3: SB3's orthogonal initialisation around PyTorch's default recurrent weights. xavier: "
+    "Meta-World+'s, Xavier-uniform encoder, head and cell input weights, orthogonal recurrent "
+    "weights per gate, zero biases; gru only"
+)
+DETERMINISTIC_TEST_DOC = (
+    "test episodes act with the distribution's mode, exploration episodes sample (Meta-World+'s "
+    "RL2 evaluation: adapt_action samples, eval_action takes dist.mode())"
+)
+
+
+def check_network_options(config: Any) -> None:
+    """Raise ``ValueError`` naming the fix for network options the chosen cell cannot take."""
+    if config.recurrent_cell != "gru" and (config.policy_head, config.weight_init) != (
+        "linear",
+        "sb3",
+    ):
+        raise ValueError(
+            "policy_head='tanh' and weight_init='xavier' are built for the GRU policy "
+            "(Meta-World+'s): set recurrent_cell='gru', or leave them at 'linear' and 'sb3'"
+        )
 
 
 PROCESSES_DOC = (
@@ -105,7 +143,17 @@ class RL2PPOConfig:
         "acts in (garage: init_std 1.0, i.e. 0.0)",
     )
     clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
-    deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
+    deterministic_eval: bool = option(
+        False, "act with the distribution's mode in every meta-test episode"
+    )
+    deterministic_test: bool = option(False, DETERMINISTIC_TEST_DOC, recorded_at_default=False)
+    encoder_sizes: tuple[int, ...] = option((), ENCODER_SIZES_DOC, low=1, recorded_at_default=False)
+    policy_head: Literal["linear", "tanh"] = option(
+        "linear", POLICY_HEAD_DOC, recorded_at_default=False
+    )
+    weight_init: Literal["sb3", "xavier"] = option(
+        "sb3", WEIGHT_INIT_DOC, recorded_at_default=False
+    )
     processes: bool = option(False, PROCESSES_DOC)
     update_processes: bool = option(
         False,
@@ -155,6 +203,7 @@ class RL2PPOConfig:
 
     def __post_init__(self) -> None:
         check_config(self)
+        check_network_options(self)
         if self.update_processes and not self.processes:
             raise ValueError(
                 "update_processes=true splits the update over the env worker processes: set "
@@ -216,11 +265,15 @@ class RL2ExplorationPolicy(Policy):
         self._episode_start = np.ones(1, dtype=bool)
 
     def get_action(self, observation: np.ndarray) -> np.ndarray:
+        return self.act(observation, self.deterministic)
+
+    def act(self, observation: np.ndarray, deterministic: bool) -> np.ndarray:
+        """One step from the current hidden state, the mode if ``deterministic``."""
         action, self._state = self.model.predict(
             observation[None],
             state=self._state,
             episode_start=self._episode_start,
-            deterministic=self.deterministic,
+            deterministic=deterministic,
         )
         self._episode_start = np.zeros(1, dtype=bool)
         return np.asarray(action[0])
@@ -229,11 +282,15 @@ class RL2ExplorationPolicy(Policy):
 class RL2AdaptedPolicy(Policy):
     """The recurrent policy after exploration: every test episode starts from the hidden state
     that exploration ended with (garage's ``RL2AdaptedPolicy``, Meta-World+'s ``RL2Wrapped``),
-    so each test episode measures the adapted policy, not the one after the previous test."""
+    so each test episode measures the adapted policy, not the one after the previous test.
 
-    def __init__(self, explored: RL2ExplorationPolicy) -> None:
+    :param deterministic: act with the mode (Meta-World+'s ``eval_action``) even where
+        exploration sampled.
+    """
+
+    def __init__(self, explored: RL2ExplorationPolicy, deterministic: bool) -> None:
         self.model = explored.model
-        self.deterministic = explored.deterministic
+        self.deterministic = deterministic
         self._adapted = explored._state
         self._explored = explored
 
@@ -242,7 +299,7 @@ class RL2AdaptedPolicy(Policy):
         self._explored._episode_start = np.zeros(1, dtype=bool)
 
     def get_action(self, observation: np.ndarray) -> np.ndarray:
-        return self._explored.get_action(observation)
+        return self._explored.act(observation, self.deterministic)
 
 
 class RL2PolicyBatch(PolicyBatch):
@@ -279,11 +336,13 @@ class RL2PolicyBatch(PolicyBatch):
         self._episode_start[rows] = False
         return np.asarray(actions)
 
-    def adapted(self) -> RL2PolicyBatch:
-        """The rows' policies after exploration (this batch must not act again)."""
+    def adapted(self, deterministic: bool) -> RL2PolicyBatch:
+        """The rows' policies after exploration, acting with the mode if ``deterministic``
+        (this batch must not explore again)."""
         if self._state is None:
             raise RuntimeError("the exploration policies have not acted: nothing to adapt to")
         self._adapted = tuple(s.copy() for s in self._state)
+        self.deterministic = self.deterministic or deterministic
         return self
 
     def reset(self, rows: np.ndarray) -> None:
@@ -366,6 +425,11 @@ class RL2(MetaRLAlgorithm):
             "net_arch": {"pi": [], "vf": []},
             "log_std_init": config.log_std_init,
         }
+        if config.encoder_sizes:
+            policy_kwargs["features_extractor_class"] = TanhEncoder
+            policy_kwargs["features_extractor_kwargs"] = {"sizes": config.encoder_sizes}
+        if config.recurrent_cell == "gru":
+            policy_kwargs.update(head=config.policy_head, init=config.weight_init)
         if config.value_baseline == "linear":
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
         self.model = self._make_model(policy_class, policy_kwargs, seed, tensorboard_log)
@@ -429,10 +493,11 @@ class RL2(MetaRLAlgorithm):
         self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
     ) -> Policy:
         """RL2 adapts in its hidden state: the policy goes on from the state exploration ended
-        with, restored at the start of every test episode (:class:`RL2AdaptedPolicy`)."""
+        with, restored at the start of every test episode (:class:`RL2AdaptedPolicy`), acting
+        with the mode if ``deterministic_test`` or ``deterministic_eval``."""
         if not isinstance(exploration_policy, RL2ExplorationPolicy):
             raise TypeError("adapt_policy needs the policy returned by get_exploration_policy()")
-        return RL2AdaptedPolicy(exploration_policy)
+        return RL2AdaptedPolicy(exploration_policy, self._test_deterministic)
 
     def get_exploration_policies(self, n: int) -> PolicyBatch:
         return RL2PolicyBatch(self.model, self.config.deterministic_eval, n)
@@ -443,7 +508,12 @@ class RL2(MetaRLAlgorithm):
         """As :meth:`adapt_policy`, row by row: each row goes on from its own hidden state."""
         if not isinstance(exploration_policies, RL2PolicyBatch):
             raise TypeError("adapt_policies needs the batch returned by get_exploration_policies()")
-        return exploration_policies.adapted()
+        return exploration_policies.adapted(self._test_deterministic)
+
+    @property
+    def _test_deterministic(self) -> bool:
+        """Whether test episodes act with the mode."""
+        return bool(self.config.deterministic_eval or self.config.deterministic_test)
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         return self.env_wrapper()(env)

@@ -19,15 +19,66 @@ sb3-contrib's ``(h, c)`` state layout with ``c`` unused.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch as th
 from gymnasium import spaces
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from stable_baselines3.common.distributions import Distribution
+from stable_baselines3.common.preprocessing import get_flattened_obs_dim
+from stable_baselines3.common.torch_layers import BaseFeaturesExtractor, create_mlp
 from stable_baselines3.common.type_aliases import Schedule
 from torch import nn
 
-__all__ = ["WholeSequenceGruPolicy", "WholeSequenceLstmPolicy"]
+__all__ = ["TanhEncoder", "WholeSequenceGruPolicy", "WholeSequenceLstmPolicy"]
+
+PolicyHead = Literal["linear", "tanh"]
+WeightInit = Literal["sb3", "xavier"]
+
+
+class TanhEncoder(BaseFeaturesExtractor):
+    """Tanh layers between the observation and the recurrent cell, every one activated.
+
+    Meta-World+'s RL2 encoder (metaworld-algorithms ``rl/networks.py``
+    ``RecurrentContinuousActionPolicy.setup``: ``MLP(depth=2, width=256, activate_last=True)``,
+    three tanh layers of 256). Passed to the policy as SB3's ``features_extractor_class``, so the
+    rollout, the whole-sequence update and the chunked update all run it before the cell.
+
+    :param sizes: the width of each layer, in order.
+    """
+
+    def __init__(self, observation_space: spaces.Space, sizes: tuple[int, ...]) -> None:
+        if not sizes:
+            raise ValueError("TanhEncoder needs at least one layer width")
+        super().__init__(observation_space, features_dim=sizes[-1])
+        layers = create_mlp(get_flattened_obs_dim(observation_space), -1, list(sizes), nn.Tanh)
+        self.net = nn.Sequential(nn.Flatten(), *layers)
+
+    def forward(self, observations: th.Tensor) -> th.Tensor:
+        return self.net(observations)
+
+
+def xavier_init(policy: RecurrentActorCriticPolicy, gates: int) -> None:
+    """Meta-World+'s initialisation of an RL2 policy (metaworld-algorithms
+    ``examples/meta_learning/rl2_ml10.py``): Xavier-uniform weights and zero biases in the
+    encoder and the action head; in the recurrent cell, Xavier-uniform input kernels and
+    orthogonal recurrent kernels, one ``hidden x hidden`` block per gate as Flax's ``GRUCell``
+    keeps them (one ``Dense`` per gate), and zero biases.
+
+    :param gates: blocks stacked in the cell's weight matrices (3 for a GRU, 4 for an LSTM).
+    """
+    modules = [*policy.features_extractor.modules(), policy.action_net]
+    for linear in (m for m in modules if isinstance(m, nn.Linear)):
+        nn.init.xavier_uniform_(linear.weight)
+        nn.init.zeros_(linear.bias)
+    for name, weight in policy.lstm_actor.named_parameters():
+        if name.startswith("bias"):
+            nn.init.zeros_(weight)
+            continue
+        init = nn.init.xavier_uniform_ if name.startswith("weight_ih") else nn.init.orthogonal_
+        with th.no_grad():
+            for block in weight.chunk(gates, dim=0):
+                init(block)
 
 
 def _single_layer(lstm: nn.LSTM) -> bool:
@@ -127,8 +178,15 @@ class WholeSequenceGruPolicy(RecurrentActorCriticPolicy):
     :class:`WholeSequenceLstmPolicy`: one ``torch.gru_cell`` step during rollouts, one ``nn.GRU``
     call over a padded training batch whose episode starts are all at position 0 (states reset
     before the call), and a step-by-step loop for any other layout. PyTorch's GRU is the
-    ``reset_after`` variant, the one TF2 Keras' ``GRUCell`` (which garage wraps) uses by default;
-    the weights start with PyTorch's default initialisation, not garage's Glorot uniform.
+    ``reset_after`` variant, the one TF2 Keras' ``GRUCell`` (which garage wraps) and Flax's
+    ``GRUCell`` (Meta-World+) compute.
+
+    :param head: ``"linear"``: SB3's Gaussian, a linear mean and a learned state-independent
+        log-std. ``"tanh"``: Meta-World+'s head (``std_type=MLP_HEAD``, ``activate_head=True``),
+        one linear layer giving the mean and the log-std, both through tanh, so the std depends on
+        the state and the history and lies in ``[e^-1, e]``; actions are not squashed.
+    :param init: ``"sb3"``: SB3's orthogonal initialisation (``ortho_init``) around PyTorch's
+        default GRU weights. ``"xavier"``: Meta-World+'s (:func:`xavier_init`).
     """
 
     def __init__(
@@ -136,16 +194,41 @@ class WholeSequenceGruPolicy(RecurrentActorCriticPolicy):
         observation_space: spaces.Space,
         action_space: spaces.Space,
         lr_schedule: Schedule,
+        head: PolicyHead = "linear",
+        init: WeightInit = "sb3",
         **kwargs: Any,
     ) -> None:
+        if head not in ("linear", "tanh") or init not in ("sb3", "xavier"):
+            raise ValueError(f"head must be 'linear' or 'tanh' and init 'sb3' or 'xavier', got "
+                             f"{head!r} and {init!r}")  # fmt: skip
+        self.head = head
+        self.init = init
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
         self.lstm_actor = self._gru_like(self.lstm_actor)  # type: ignore[assignment]
         if self.lstm_critic is not None:
             self.lstm_critic = self._gru_like(self.lstm_critic)  # type: ignore[assignment]
+        if head == "tanh":
+            if not isinstance(action_space, spaces.Box):
+                raise ValueError(f"head='tanh' needs a Box action space, got {action_space}")
+            actions = int(action_space.shape[0])
+            self.action_net = nn.Linear(self.mlp_extractor.latent_dim_pi, 2 * actions)
+            del self.log_std  # the head gives the log-std
+        if init == "xavier":
+            xavier_init(self, gates=3)
         # The parent built its optimizer over the LSTMs' parameters: build it again.
         self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
         )
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        return {**super()._get_constructor_parameters(), "head": self.head, "init": self.init}
+
+    def _get_action_dist_from_latent(self, latent_pi: th.Tensor) -> Distribution:
+        """SB3's Gaussian, or with ``head="tanh"`` the mean and log-std from one tanh head."""
+        if self.head == "linear":
+            return super()._get_action_dist_from_latent(latent_pi)
+        mean, log_std = th.tanh(self.action_net(latent_pi)).chunk(2, dim=-1)
+        return self.action_dist.proba_distribution(mean, log_std)
 
     def _gru_like(self, lstm: nn.Module) -> nn.GRU:
         """A GRU with the input size, width and layers of the parent's ``lstm``."""

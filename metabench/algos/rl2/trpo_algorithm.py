@@ -14,7 +14,17 @@ from typing import Any, Literal
 
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
-from metabench.algos.rl2.algorithm import CLIP_ACTIONS_DOC, PROCESSES_DOC, RL2, rl2_implementation
+from metabench.algos.rl2.algorithm import (
+    CLIP_ACTIONS_DOC,
+    DETERMINISTIC_TEST_DOC,
+    ENCODER_SIZES_DOC,
+    POLICY_HEAD_DOC,
+    PROCESSES_DOC,
+    RL2,
+    WEIGHT_INIT_DOC,
+    check_network_options,
+    rl2_implementation,
+)
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.rl2.trpo import RL2RecurrentTRPO
 from metabench.validation import check_config, option
@@ -78,11 +88,22 @@ class RL2TRPOConfig:
         0.0, "initial log standard deviation of the Gaussian policy (garage: init_std 1.0)"
     )
     clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
-    deterministic_eval: bool = option(False, "act with the distribution's mean at meta-test")
+    deterministic_eval: bool = option(
+        False, "act with the distribution's mode in every meta-test episode"
+    )
+    deterministic_test: bool = option(False, DETERMINISTIC_TEST_DOC, recorded_at_default=False)
+    encoder_sizes: tuple[int, ...] = option((), ENCODER_SIZES_DOC, low=1, recorded_at_default=False)
+    policy_head: Literal["linear", "tanh"] = option(
+        "linear", POLICY_HEAD_DOC, recorded_at_default=False
+    )
+    weight_init: Literal["sb3", "xavier"] = option(
+        "sb3", WEIGHT_INIT_DOC, recorded_at_default=False
+    )
     processes: bool = option(False, PROCESSES_DOC)
 
     def __post_init__(self) -> None:
         check_config(self)
+        check_network_options(self)
         if self.entropy_method == "max" and self.normalize_advantage:
             raise ValueError(
                 "entropy_method='max' needs normalize_advantage=False (garage refuses "

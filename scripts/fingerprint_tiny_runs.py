@@ -1,0 +1,101 @@
+"""A tiny run of every algorithm, and the sha256 of each result's numbers.
+
+A change that must not move any number (a refactor, a new option at its default) leaves every
+line this script prints unchanged: run it before and after, and compare the two outputs::
+
+    .venv/bin/python scripts/fingerprint_tiny_runs.py > /tmp/before.txt
+    # ... change the code ...
+    .venv/bin/python scripts/fingerprint_tiny_runs.py > /tmp/after.txt
+    diff /tmp/before.txt /tmp/after.txt
+
+Each run is ``metabench train`` on PointGoal (CEM and CMA-ES: HalfCheetahVel) on one core, with a
+budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update (its own settings
+are for Meta-World only). The hash covers every number of ``result.json``'s training and
+meta-test sections except wall times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ALGORITHMS = {
+    "nop": [],
+    # policy search needs more exploration episodes than PointGoal gives: HalfCheetahVel's 10
+    "cem": ["--benchmark", "HalfCheetahVel"],
+    "cmaes": ["--benchmark", "HalfCheetahVel"],
+    "multitask": [],
+    "oracle": [],
+    "maml-trpo": [],
+    "maml-vpg": [],
+    "maml-ppo": [],
+    "rl2-ppo": [],
+    "rl2-ppo-tuned": [],
+    "rl2-trpo": [],
+    "rl2-ppo-chunked": [
+        "--set",
+        "chunk_length=10",
+        "--set",
+        "chunk_overlap=2",
+        "--set",
+        "value_baseline=linear",
+    ],
+}
+"""Each algorithm and the ``metabench train`` arguments its tiny run adds (a later
+``--benchmark`` replaces PointGoal)."""
+
+SECTIONS = ("env_steps", "iterations", "metatest", "metatrain", "train_evaluation")
+"""The parts of ``result.json`` whose numbers the hash covers."""
+
+
+def numbers(value: Any, path: str = "") -> dict[str, float]:
+    """Every number under ``value`` by its path, without wall times: what an unchanged result
+    keeps, while fields that only describe the run (versions, commands) may be added."""
+    if isinstance(value, dict):
+        found: dict[str, float] = {}
+        for key, item in value.items():
+            if "time" not in key and not (path == "" and key not in SECTIONS):
+                found.update(numbers(item, f"{path}/{key}"))
+        return found
+    if isinstance(value, list):
+        return {
+            k: v for i, item in enumerate(value) for k, v in numbers(item, f"{path}/{i}").items()
+        }
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return {path: value}
+    return {}
+
+
+def fingerprint(algorithm: str, steps: int, extra: list[str], root: Path) -> str:
+    """The sha256 of one tiny run's numbers."""
+    out = root / algorithm
+    command = [
+        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "PointGoal",
+        "--algorithm", algorithm, "--seed", "3", "--steps", str(steps), "--cpus", "1",
+        "--out", str(out), *extra,
+    ]  # fmt: skip
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    result = json.loads((out / "result.json").read_text())
+    payload = json.dumps(numbers(result), sort_keys=True).encode()
+    return hashlib.sha256(payload).hexdigest()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=16_000, help="budget of each run")
+    parser.add_argument("algorithms", nargs="*", default=list(ALGORITHMS))
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as root:
+        for algorithm in args.algorithms:
+            digest = fingerprint(algorithm, args.steps, ALGORITHMS[algorithm], Path(root))
+            print(f"{algorithm:16s} {digest}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+"""Meta-World+'s RL2 network and evaluation (``baselines/rl2-ppo-metaworld.toml``), each piece
+against an independent computation: the encoder, GRU and tanh head forward against a NumPy loop
+written from the equations, the std's range, the initialisation, the mode in test episodes and the
+hidden state restored at each of them."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+import torch as th
+
+import metabench  # noqa: F401 - registers the metabench/* ids
+from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.trpo_algorithm import RL2TRPOConfig
+from metabench.validation import ConfigError
+
+ENCODER = (8, 7, 5)
+HIDDEN = 6
+PARITY: dict[str, Any] = {
+    "encoder_sizes": ENCODER,
+    "hidden_size": HIDDEN,
+    "recurrent_cell": "gru",
+    "policy_head": "tanh",
+    "weight_init": "xavier",
+    "meta_batch_size": 2,
+}
+
+
+def parity_algo(**overrides: Any) -> RL2PPO:
+    return RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(**{**PARITY, **overrides}), seed=1)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def numpy_forward(
+    weights: dict[str, np.ndarray], observations: np.ndarray, hidden: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Mean, std and the last hidden state of one sequence ``(T, obs)``, step by step, from the
+    equations: three tanh layers, PyTorch's (reset-after) GRU, tanh on the head, split."""
+    means, stds = [], []
+    h = hidden.astype(np.float64)
+    for x in observations.astype(np.float64):
+        for layer in ("0", "2", "4"):  # Linear, Tanh, Linear, Tanh, Linear, Tanh after Flatten
+            x = np.tanh(weights[f"features_extractor.net.{int(layer) + 1}.weight"] @ x
+                        + weights[f"features_extractor.net.{int(layer) + 1}.bias"])  # fmt: skip
+        w_ih, w_hh = weights["lstm_actor.weight_ih_l0"], weights["lstm_actor.weight_hh_l0"]
+        b_ih, b_hh = weights["lstm_actor.bias_ih_l0"], weights["lstm_actor.bias_hh_l0"]
+        gi, gh = w_ih @ x + b_ih, w_hh @ h + b_hh
+        r = sigmoid(gi[:HIDDEN] + gh[:HIDDEN])
+        z = sigmoid(gi[HIDDEN : 2 * HIDDEN] + gh[HIDDEN : 2 * HIDDEN])
+        n = np.tanh(gi[2 * HIDDEN :] + r * gh[2 * HIDDEN :])
+        h = (1.0 - z) * n + z * h
+        head = np.tanh(weights["action_net.weight"] @ h + weights["action_net.bias"])
+        mean, log_std = np.split(head, 2)
+        means.append(mean)
+        stds.append(np.exp(log_std))
+    return np.array(means), np.array(stds), h
+
+
+def policy_weights(algo: RL2PPO) -> dict[str, np.ndarray]:
+    return {k: v.detach().double().numpy() for k, v in algo.model.policy.state_dict().items()}
+
+
+def test_encoder_gru_head_forward_matches_a_numpy_loop() -> None:
+    algo = parity_algo()
+    policy = algo.model.policy
+    rng = np.random.default_rng(0)
+    n_seq, length = 3, 9
+    obs_dim = policy.observation_space.shape[0]
+    observations = rng.normal(size=(n_seq, length, obs_dim)).astype(np.float32)
+    hidden0 = rng.normal(size=(n_seq, HIDDEN)).astype(np.float32) * 0.5
+    weights = policy_weights(algo)
+    # the training pass: every sequence at once, one GRU call (no episode start inside)
+    flat = th.as_tensor(observations.reshape(n_seq * length, obs_dim))
+    state = th.as_tensor(hidden0)[None]
+    with th.no_grad():
+        dist, _ = policy.get_distribution(
+            flat, (state, th.zeros_like(state)), th.zeros(n_seq * length)
+        )
+    mean = dist.distribution.mean.numpy().reshape(n_seq, length, -1)
+    std = dist.distribution.stddev.numpy().reshape(n_seq, length, -1)
+    for i in range(n_seq):
+        expected_mean, expected_std, _ = numpy_forward(weights, observations[i], hidden0[i])
+        np.testing.assert_allclose(mean[i], expected_mean, atol=2e-6)
+        np.testing.assert_allclose(std[i], expected_std, atol=2e-6)
+    # the rollout: one step at a time, the state carried by the policy
+    states = (state[:, :1], th.zeros_like(state[:, :1]))
+    expected_mean, _, expected_h = numpy_forward(weights, observations[0], hidden0[0])
+    for t in range(length):
+        with th.no_grad():
+            step, states = policy.get_distribution(
+                th.as_tensor(observations[0, t : t + 1]), states, th.zeros(1)
+            )
+        np.testing.assert_allclose(step.distribution.mean.numpy()[0], expected_mean[t], atol=2e-6)
+    np.testing.assert_allclose(states[0].numpy()[0, 0], expected_h, atol=2e-6)
+
+
+def test_tanh_head_std_depends_on_state_and_stays_in_its_range() -> None:
+    algo = parity_algo()
+    policy = algo.model.policy
+    assert not hasattr(policy, "log_std"), "the head gives the log-std: no free parameter"
+    with th.no_grad():
+        policy.action_net.weight.mul_(200.0)  # saturate the tanh both ways
+    observations = th.as_tensor(
+        np.random.default_rng(1).normal(size=(400, 6)) * 3, dtype=th.float32
+    )
+    state = th.zeros(1, 400, HIDDEN)
+    with th.no_grad():
+        dist, _ = policy.get_distribution(observations, (state, state), th.ones(400))
+    std, mean = dist.distribution.stddev, dist.distribution.mean
+    assert float(std.min()) >= math.exp(-1) - 1e-6 and float(std.max()) <= math.e + 1e-6
+    assert float(std.min()) < math.exp(-1) + 0.05 and float(std.max()) > math.e - 0.05
+    assert float(mean.abs().max()) <= 1.0
+    assert float(std[:, 0].std()) > 0.1, "the std must vary with the state"
+
+
+def test_xavier_init_is_metaworld_plus() -> None:
+    policy = parity_algo(encoder_sizes=(64, 64, 64), hidden_size=32).model.policy
+    linears = [m for m in policy.features_extractor.modules() if isinstance(m, th.nn.Linear)]
+    assert [m.out_features for m in linears] == [64, 64, 64]
+    for linear in [*linears, policy.action_net]:
+        fan_out, fan_in = linear.weight.shape
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        w = linear.weight.detach().abs()
+        assert float(w.max()) <= bound and float(w.max()) > 0.8 * bound
+        assert float(linear.bias.detach().abs().max()) == 0.0
+    gru = policy.lstm_actor
+    for block in gru.weight_hh_l0.detach().chunk(3):  # one orthogonal matrix per gate
+        np.testing.assert_allclose((block @ block.T).numpy(), np.eye(32), atol=1e-5)
+    for block in gru.weight_ih_l0.detach().chunk(3):  # Xavier per gate: fan_in 64, fan_out 32
+        bound = math.sqrt(6.0 / (64 + 32))
+        assert float(block.abs().max()) <= bound and float(block.abs().max()) > 0.8 * bound
+    assert (
+        float(gru.bias_ih_l0.detach().abs().max())
+        == float(gru.bias_hh_l0.detach().abs().max())
+        == 0.0
+    )
+
+
+def test_deterministic_test_samples_exploration_then_restarts_each_test_from_the_snapshot() -> None:
+    algo = parity_algo(deterministic_test=True)
+    policy = algo.model.policy
+    explore = algo.get_exploration_policy()
+    rng = np.random.default_rng(2)
+    obs_dim = policy.observation_space.shape[0]
+    observations = rng.normal(size=(5, obs_dim)).astype(np.float32)
+    sampled = [explore.get_action(o) for o in observations]
+    snapshot = explore._state
+    assert snapshot is not None
+    adapted = algo.adapt_policy(explore, None)  # type: ignore[arg-type]
+
+    def mode_from(state: tuple[np.ndarray, ...], obs: np.ndarray) -> tuple[np.ndarray, Any]:
+        h = th.as_tensor(state[0])
+        with th.no_grad():
+            dist, (h, c) = policy.get_distribution(
+                th.as_tensor(obs[None]), (h, th.zeros_like(h)), th.zeros(1)
+            )
+        return np.clip(dist.distribution.mean.numpy()[0], -1, 1), (h.numpy(), c.numpy())
+
+    for _ in range(3):  # each test episode starts from the state exploration ended with
+        adapted.reset()
+        state: tuple[np.ndarray, ...] = snapshot
+        for obs in observations:
+            expected, state = mode_from(state, obs)
+            np.testing.assert_allclose(adapted.get_action(obs), expected, atol=1e-6)
+    # exploration sampled: its actions are not the modes along its own path
+    state = (np.zeros_like(snapshot[0]), np.zeros_like(snapshot[1]))
+    modes = []
+    for obs in observations:
+        mode, state = mode_from(state, obs)
+        modes.append(mode)
+    assert not np.allclose(np.array(sampled), np.array(modes), atol=1e-3)
+
+
+def test_deterministic_test_in_the_batched_policies() -> None:
+    algo = parity_algo(deterministic_test=True)
+    rows = np.arange(3)
+    obs = np.random.default_rng(3).normal(size=(3, 6)).astype(np.float32)
+    batch = algo.get_exploration_policies(3)
+    first = batch.get_actions(obs, rows)
+    assert not np.allclose(first, batch.get_actions(obs, rows)), "exploration samples"
+    adapted = algo.adapt_policies(batch, [])
+    adapted.reset(rows)
+    one = adapted.get_actions(obs, rows)
+    adapted.reset(rows)
+    np.testing.assert_array_equal(adapted.get_actions(obs, rows), one)  # mode, same snapshot
+
+
+@pytest.mark.parametrize("config_class", [RL2PPOConfig, RL2TRPOConfig])
+def test_tanh_head_and_xavier_need_the_gru(config_class: type) -> None:
+    with pytest.raises(ValueError, match="recurrent_cell='gru'"):
+        config_class(recurrent_cell="lstm", policy_head="tanh")
+    with pytest.raises(ConfigError):
+        config_class(encoder_sizes=(0,))
+
+
+def test_the_encoder_works_with_the_lstm_and_the_chunked_update_trains_the_parity_network() -> None:
+    lstm = RL2PPO(
+        "metabench/PointGoal-v0",
+        config=RL2PPOConfig(encoder_sizes=(5,), hidden_size=4, meta_batch_size=2),
+    )
+    assert lstm.model.policy.lstm_actor.input_size == 5
+    algo = parity_algo(value_baseline="linear", chunk_length=10, chunk_overlap=2)
+    before = {k: v.clone() for k, v in algo.model.policy.state_dict().items()}
+    algo.train(1)
+    after = algo.model.policy.state_dict()
+    for name in ("features_extractor.net.1.weight", "lstm_actor.weight_hh_l0", "action_net.weight"):
+        assert not th.equal(before[name], after[name]), f"{name} was not trained"
