@@ -168,7 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--eval-every",
         type=int,
         default=0,
-        help="meta-test every N iterations during training (0: only at the end)",
+        help="meta-test every N iterations during training (0: only at the end); for a meta-test "
+        "every S env steps, N = S / the algorithm's steps per iteration. These meta-tests use "
+        "the benchmark's [evaluation] periodic_test_tasks when it sets them (Meta-World: a few)",
     )
     train.add_argument(
         "--checkpoint-every", type=positive_int, default=10, help="checkpoint every N iterations"

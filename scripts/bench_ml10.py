@@ -45,19 +45,20 @@ def _rate(run: Any, steps: int) -> float:
 
 def measure(rounds: int = 2) -> dict[str, float]:
     """Best env steps per second of each subject over ``rounds`` interleaved rounds."""
-    from profile_ml10 import env_only_rate
+    from profile_ml10 import env_only_rate, profiled_test_tasks
 
     rl2, _ = _build("rl2-ppo", {"episodes_per_trial": RL2_EPISODES})
     maml, _ = _build("maml-trpo", {"episodes_per_task": MAML_EPISODES})
     tested, plan = _build("rl2-ppo", {})
+    tasks = profiled_test_tasks(plan)
     evaluator = make_evaluator(
         plan.spec,
         0,
-        test_tasks=plan.test_tasks,
+        test_tasks=tasks,
         exploration_episodes=EXPLORATION_EPISODES,
         test_episodes=TEST_EPISODES,
     )
-    metatest_steps = len(plan.test_tasks) * (EXPLORATION_EPISODES + TEST_EPISODES) * 500
+    metatest_steps = len(tasks) * (EXPLORATION_EPISODES + TEST_EPISODES) * 500
     cores = os.cpu_count() or 1
     subjects = {
         "env_only": lambda: env_only_rate(cores, steps=4_000),

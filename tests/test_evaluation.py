@@ -412,3 +412,59 @@ def test_a_benchmark_spec_keeps_the_old_attribute_names():
         spec.exploration_episodes,
         spec.test_episodes,
     )
+
+
+class SuccessAtOneStep(gym.Env[np.ndarray, np.ndarray]):
+    """Reports ``info["success"] = 1.0`` at one middle step of one episode of each trial (step
+    ``task["step"]``, 1-based, of episode ``task["episode"]``, 0-based) and 0.0 at every other
+    step, the last one included: only a rule that counts any step finds the success."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def __init__(self) -> None:
+        self.task: dict[str, int] = {"episode": 0, "step": 1}
+        self.episode = -1  # episodes since the task was set
+        self.steps = 0
+
+    def set_task(self, task: dict[str, int]) -> None:
+        self.task, self.episode = dict(task), -1
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        task = (options or {}).get("task")
+        if task is not None and task != self.task:
+            self.set_task(task)
+        self.episode += 1
+        self.steps = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self.steps += 1
+        hit = (self.episode, self.steps) == (self.task["episode"], self.task["step"])
+        return np.zeros(1, np.float32), 0.0, False, self.steps == H, {"success": float(hit)}
+
+
+@pytest.mark.parametrize("workers", [None, 2])
+def test_an_episode_succeeds_if_any_of_its_steps_reports_success(workers: int | None):
+    """Meta-World's rule (its evaluation ends an episode at the first ``info["success"]``),
+    checked against a count from the tasks alone, sequential and batched."""
+    from metabench.algos.nop import NOP
+
+    tasks = [
+        {"episode": 1, "step": 4},  # an exploration episode
+        {"episode": 3, "step": 5},  # the first test episode
+        {"episode": 4, "step": 2},  # the second test episode
+        {"episode": 2, "step": H - 1},  # the last exploration episode, one step before its end
+    ]
+    evaluator = MetaEvaluator(SuccessAtOneStep, tasks, exploration_episodes=3, test_episodes=2)
+    result = evaluator.evaluate(NOP(SuccessAtOneStep.action_space), workers)
+    expected = [[episode == task["episode"] for episode in range(5)] for task in tasks]
+    assert [t.episode_successes for t in result.tasks] == expected
+    assert [t.test_success for t in result.tasks] == [any(e[3:]) for e in expected]
+    assert result.test_success_rate == 2 / 4
+    assert result.test_episode_success_rate == sum(sum(e[3:]) for e in expected) / (4 * 2)
+    assert result.success_rate_per_episode == [0.0, 0.25, 0.25, 0.25, 0.25]
+    assert all(t.episode_lengths == [H] * 5 for t in result.tasks)

@@ -16,6 +16,8 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.training import evaluate, train
 
+REPO = Path(__file__).resolve().parents[1]
+
 # Bandit with RL2-PPO's preset: 64 trials of 3 one-pull episodes per iteration.
 STEPS_PER_ITERATION = 64 * 3
 
@@ -71,6 +73,14 @@ def test_nop_result_records_provenance_and_floor(tmp_path):
     tasks = spec.test_tasks(0)
     expected = sum(task["best_arm"] == 0 for task in tasks) / len(tasks)
     assert on_disk["metatest"]["aggregate"]["return_per_episode"] == pytest.approx([expected] * 3)
+    # what changes the numbers, in one record (NOP's zero action is deterministic)
+    assert on_disk["metatest_protocol"] == {
+        "n_test_tasks": 30,
+        "n_run_test_tasks": 30,
+        "exploration_episodes": 2,
+        "test_episodes": 1,
+        "deterministic_test": True,
+    }
 
 
 def test_rl2_run_writes_checkpoint_and_is_not_repeated(tmp_path, capsys):
@@ -96,6 +106,37 @@ def test_periodic_evaluations_are_written(tmp_path):
     train(settings(out, steps=2 * STEPS_PER_ITERATION, eval_every=1))
     names = sorted(p.name for p in (out / "evaluations").iterdir())
     assert names == ["iteration-000001.json", "iteration-000002.json"]
+
+
+def test_periodic_meta_tests_on_a_subset_say_how_many_tasks_they_used(tmp_path, user_specs):
+    """``[evaluation] periodic_test_tasks``: the meta-tests during training use that many of the
+    run's test tasks (fixed per seed, recorded in config.json), and their files and TensorBoard
+    curves say so; the final meta-test uses all of them."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    text = (REPO / "envs" / "Bandit.toml").read_text()
+    user_specs("envs/BanditSubset.toml", text + "periodic_test_tasks = 6\n")
+    out = tmp_path / "r"
+    steps = 2 * 10 * 3  # two iterations of rl2-ppo's default meta-batch of 10 trials
+    train(RunSettings("BanditSubset", "rl2-ppo", 0, steps, out, eval_every=1))
+    result = json.loads((out / "result.json").read_text())
+    config = result["config"]
+    subset = config["periodic_test_tasks"]
+    assert len(subset) == len(set(subset)) == 6 and subset == sorted(subset)
+    assert result["metatest"]["aggregate"]["n_tasks"] == 30
+    assert result["metatest_protocol"]["n_test_tasks"] == 30
+    for name in ("iteration-000001.json", "iteration-000002.json"):
+        periodic = json.loads((out / "evaluations" / name).read_text())
+        assert periodic["aggregate"]["n_tasks"] == 6
+        assert periodic["metatest_protocol"]["n_test_tasks"] == 6
+        assert periodic["metatest_protocol"]["n_run_test_tasks"] == 30
+        assert periodic["test_task_indices"] == subset
+        assert [t["task"] for t in periodic["tasks"]] == [config["test_tasks"][i] for i in subset]
+    events = EventAccumulator(str(out / "tensorboard" / "metabench"))
+    events.Reload()
+    counts = {tag: [e.value for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+    assert counts["periodic_metatest/n_test_tasks"] == [6, 6]
+    assert counts["metatest/n_test_tasks"] == [30]  # the final meta-test only
 
 
 def test_evaluate_reads_the_checkpoint(tmp_path):

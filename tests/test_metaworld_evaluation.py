@@ -2,7 +2,9 @@
 
 ``metaworld.evaluation.metalearning_evaluation`` runs here on ML1 ``reach-v3`` test goals with
 short episodes (``max_episode_steps``) and is checked against an independent count: metabench's
-:class:`MetaEvaluator` on the very tasks the vector env used, with the same (zero) actions.
+:class:`MetaEvaluator` on the very tasks the vector env used, with the same (zero) actions;
+and, with a scripted policy that succeeds often and unevenly, on all 50 test goals against
+metabench's batched meta-test of the shipped ML1-reach spec, within binomial noise.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from metabench.algos.base import Policy
+from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.metaworld_adapter import MetaWorldAgent
 from metabench.algos.nop import NOP
 from metabench.data import EpisodeBatch, StepType
@@ -273,3 +275,128 @@ def test_rl2_agent_runs_in_metaworld_evaluation():
     assert agent._adapted is not None
     assert all(a._explored is p for a, p in zip(agent._adapted, agent._policies, strict=True))
     assert [batch.n_episodes for batch in agent.batches] == [2, 2]
+
+
+# -- Meta-World's evaluator and metabench's agree on a policy with frequent, varied success --------
+WAYPOINTS = np.array(
+    [
+        [-0.05, 0.8, 0.1],
+        [0.05, 0.8, 0.1],
+        [0.05, 0.85, 0.25],
+        [-0.05, 0.85, 0.25],
+        [-0.05, 0.9, 0.1],
+        [0.05, 0.9, 0.1],
+    ]
+)
+"""Hand positions spread over reach-v3's goal box ``[-0.1, 0.1] x [0.8, 0.9] x [0.05, 0.3]``."""
+
+
+class WaypointPolicy(Policy):
+    """Moves the hand through :data:`WAYPOINTS` in an order drawn at every episode start.
+
+    reach-v3 succeeds at any step where the hand is within 5 cm of the hidden goal, so on its
+    test goals about half the episodes of 100 steps succeed, more on some goals than on others.
+    """
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.reset()
+
+    def reset(self) -> None:
+        self.order = self.rng.permutation(len(WAYPOINTS))
+        self.reached = 0
+
+    def get_action(self, observation: np.ndarray) -> np.ndarray:
+        hand = np.asarray(observation[:3])
+        last = len(self.order) - 1
+        while self.reached < last and np.linalg.norm(self.target - hand) < 0.02:
+            self.reached += 1
+        return np.append(np.clip((self.target - hand) * 50, -1, 1), 0.0).astype(np.float32)
+
+    @property
+    def target(self) -> np.ndarray:
+        return WAYPOINTS[self.order[self.reached]]
+
+
+class WaypointReach(MetaRLAlgorithm):
+    """A scripted reach-v3 "algorithm" that does not adapt: each policy draws its own stream."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def train(self, n_iterations: int) -> dict[str, float]:
+        return {}
+
+    def get_exploration_policy(self) -> Policy:
+        return WaypointPolicy(np.random.default_rng(self.rng.integers(2**63)))
+
+    def adapt_policy(
+        self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
+    ) -> Policy:
+        return exploration_policy
+
+
+@pytest.mark.metaworld
+def test_metaworld_evaluation_and_metabench_agree_on_every_ml1_test_goal():
+    """``metalearning_evaluation`` through :class:`MetaWorldAgent` and metabench's batched
+    meta-test of the shipped ML1-reach spec (``test_tasks = "all"``) run the same algorithm on
+    the same 50 test goals, each with its own random streams; their success rates must agree
+    within the binomial noise of their test episodes (3 per goal on each side).
+
+    One sub-env per round: Meta-World keys its counts by env name, so with more ML1 sub-envs
+    it would count the first episodes to end, which are the successful ones (episodes end at
+    the first success during its evaluation)."""
+    import dataclasses
+
+    from metaworld.evaluation import metalearning_evaluation
+
+    from metabench.harness.benchmarks import get_benchmark
+    from metabench.harness.run import make_evaluator
+
+    horizon, goals, test_episodes = 100, 50, 3
+    envs = gym.make_vec(
+        "Meta-World/ML1-test",
+        env_name=ENV_NAME,
+        meta_batch_size=1,
+        total_tasks_per_cls=goals,
+        max_episode_steps=horizon,
+        seed=0,
+    )
+    tasks: list[Any] = []
+
+    class RecordingAgent(MetaWorldAgent):
+        def init(self) -> None:  # Meta-World has just picked the round's task
+            super().init()
+            index, lists = envs.get_attr("current_task_idx"), envs.get_attr("tasks")
+            tasks.append(lists[0][index[0]])
+
+    metaworld_rate, _, _ = metalearning_evaluation(
+        RecordingAgent(WaypointReach(seed=1), envs),
+        envs,
+        num_evals=goals,
+        adaptation_steps=1,
+        adaptation_episodes=1,
+        evaluation_episodes=test_episodes,
+    )
+    envs.close()
+
+    spec = get_benchmark("ML1-reach")
+    kwargs = {**spec.test_env_kwargs, "horizon": horizon}
+    spec = dataclasses.replace(
+        spec, test_env_kwargs=kwargs, exploration_episodes=1, test_episodes=test_episodes
+    )
+    evaluator = make_evaluator(spec, seed=0)
+    assert {t.data for t in evaluator.test_tasks} == {t.data for t in tasks}  # the same goals
+    assert len(evaluator.test_tasks) == len({t.data for t in tasks}) == goals
+    result = evaluator.evaluate(WaypointReach(seed=2), workers=2)
+    metabench_rate = result.test_episode_success_rate
+    assert metabench_rate is not None
+
+    n = goals * test_episodes  # test episodes on each side
+    pooled = (metaworld_rate + metabench_rate) / 2
+    assert 0.2 < pooled < 0.8  # frequent and varied: a test of the counting, not of zeros
+    noise = np.sqrt(pooled * (1 - pooled) * (2 / n))
+    assert abs(metaworld_rate - metabench_rate) <= 3 * noise + 1e-9, (
+        metaworld_rate,
+        metabench_rate,
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 from collections import Counter
 
@@ -13,6 +14,7 @@ from metaworld.types import Task as MetaWorldTask
 
 import metabench  # noqa: F401 - registers the metabench/ ids
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
+from metabench.harness.specfiles import SpecError
 from metabench.tasks.base import TaskEnv
 from metabench.tasks.metaworld import (
     MetaWorldTaskEnv,
@@ -381,3 +383,85 @@ def test_sampler_is_deterministic_and_picklable() -> None:
     assert a == b and a != c
     copy = pickle.loads(pickle.dumps(sampler))
     assert copy.sample(20, np.random.default_rng(42)) == a
+
+
+def test_goals_per_class_keeps_the_first_goals_of_each_class_in_meta_worlds_order(
+    ml10: ML10Env,
+) -> None:
+    """``goals_per_class`` is ``total_tasks_per_cls`` of Meta-World's ``make_vec``: the first
+    goals of each class, as Meta-World's own meta-test env holds them."""
+    bench = load_benchmark("ML10", None, 0)
+    first_40 = [
+        task
+        for name in ML10_TEST
+        for task in [t for t in bench.test_tasks if t.env_name == name][:40]
+    ]
+    sampler = MetaWorldTaskSampler("ML10", split="test", goals_per_class=40)
+    assert sampler.tasks == first_40 and len(first_40) == 200
+    assert Counter(t.env_name for t in sampler.sample(200, np.random.default_rng(0))) == (
+        dict.fromkeys(ML10_TEST, 40)
+    )
+    with pytest.raises(ValueError, match=r"goals_per_class=51 is more than the 50 goals per class"):
+        MetaWorldTaskSampler("ML10", split="test", goals_per_class=51)
+
+
+def test_the_ml_benchmarks_meta_test_on_meta_world_plus_goals(ml10: ML10Env) -> None:
+    """``test_tasks = "all"``: every test goal Meta-World+'s ``metalearning_evaluation`` runs
+    (ML10: the first 40 of each test class; ML1: all 50), in Meta-World's order, whatever the
+    test-task stream; the meta-tests during training take a class-balanced subset of them."""
+    from metabench.harness.benchmarks import get_benchmark
+
+    ml10_spec = get_benchmark("ML10")
+    tasks = ml10_spec.test_tasks(0)
+    assert tasks == MetaWorldTaskSampler("ML10", split="test", goals_per_class=40).tasks
+    assert Counter(t.env_name for t in tasks) == dict.fromkeys(ML10_TEST, 40)
+    assert len({t.data for t in tasks}) == 200
+    reach = get_benchmark("ML1-reach")
+    bench = load_benchmark("ML1", "reach-v3", 4)
+    assert [t.data for t in reach.test_tasks(4)] == [t.data for t in bench.test_tasks]
+
+    periodic = ml10_spec.periodic_test_indices(0, tasks)
+    assert periodic is not None and periodic == sorted(periodic) and len(set(periodic)) == 20
+    assert Counter(tasks[i].env_name for i in periodic) == dict.fromkeys(ML10_TEST, 4)
+    assert ml10_spec.periodic_test_indices(0, tasks) == periodic  # fixed per seed
+    assert ml10_spec.periodic_test_indices(1, tasks) != periodic
+    with pytest.raises(SpecError, match=r"ML10.toml:\d+: .* use a multiple of 5 up to 200$"):
+        dataclasses.replace(ml10_spec, n_periodic_test_tasks=7).periodic_test_indices(0, tasks)
+
+
+def goals(tasks: list[MetaWorldTask]) -> list[tuple[float, ...]]:
+    """The goal position of each reach-v3 task, decoded from its data (the last three floats of
+    its ``rand_vec``)."""
+    return [tuple(rand_vec(task)[-3:].tolist()) for task in tasks]
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_ml1_training_tasks_are_the_train_goals_and_test_tasks_the_test_goals(seed: int) -> None:
+    """Meta-World 3.x registers ``Meta-World/ML1-train`` with a lambda that captures its split
+    by reference, so ML1 training envs made with ``gym.make_vec`` quietly get the test goals
+    (Farama-Foundation/Metaworld PR #573). metabench builds its own split envs; this checks
+    against a fresh ``metaworld.ML1`` (not metabench's cached one) that its training tasks are
+    exactly the train goals, none of them a test goal, and its test tasks the test goals."""
+    import metaworld
+
+    from metabench.harness.benchmarks import get_benchmark
+
+    bench = metaworld.ML1("reach-v3", seed=seed)
+    train, test = goals(bench.train_tasks), goals(bench.test_tasks)
+    assert len(set(train)) == len(set(test)) == 50 and not set(train) & set(test)
+
+    spec = get_benchmark("ML1-reach")
+    sampler = spec.train_sampler(seed)
+    assert sampler is not None and goals(sampler.tasks) == train
+    assert set(goals(sampler.sample(50, np.random.default_rng(seed)))) == set(train)
+    env = gym.make("metabench/ML1-v0", env_name="reach-v3", split="train", seed=seed)
+    assert goals(env.unwrapped.tasks) == train
+    # the env meta-training runs on: the goal of every task it draws is a train goal
+    training = gym.make(spec.env_id, **spec.train_env_kwargs(seed)).unwrapped
+    for reset_seed in range(5):
+        training.reset(seed=reset_seed)
+        assert tuple(training.sawyer_env._target_pos.tolist()) in set(train)
+    assert goals(spec.test_tasks(seed)) == test
+    assert goals(spec.make_test_env(seed).tasks) == test
+    env.close()
+    training.close()

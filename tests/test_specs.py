@@ -74,6 +74,21 @@ def test_the_shipped_specs_say_what_the_published_settings_are():
     }
 
 
+def test_meta_world_specs_meta_test_as_meta_world_plus_does():
+    """Final meta-test: Meta-World+'s goals (ML10: the first 40 of each test class, ML45: 45,
+    ML1: all 50); meta-tests during training: one Meta-World+ round of them."""
+    expected = {"ML10": (40, 20), "ML45": (45, 45), "ML1-reach": (None, 10), "ML1-push": (None, 10)}
+    for name, (goals, periodic) in expected.items():
+        spec = get_benchmark(name)
+        assert (spec.n_test_tasks, spec.test_goals_per_class) == ("all", goals), name
+        assert spec.n_periodic_test_tasks == periodic, name
+        assert (spec.exploration_episodes, spec.test_episodes) == (10, 3)
+        assert "metalearning_evaluation" in spec.source and "Meta-World+" in spec.source
+    for name in ("HalfCheetahVel", "HalfCheetahDir", "PointGoal", "Bandit"):  # unchanged
+        spec = get_benchmark(name)
+        assert isinstance(spec.n_test_tasks, int) and spec.n_periodic_test_tasks is None
+
+
 @pytest.mark.parametrize("algorithm", sorted(load_algorithms()))
 def test_every_algorithm_resolves_on_every_benchmark_and_profile(algorithm):
     entry = get_algorithm(algorithm)
@@ -184,8 +199,11 @@ def test_two_files_with_one_name_are_an_error(user_specs):
     [
         (("episodes_per_trial = 5", "episodes_per_trail = 5"), r":4: unknown key 'episodes_per_tr"),
         (("kind = \"seed\"", "kind = \"random\""), r":10: split kind 'random' is unknown"),
-        (("test_tasks = 4", "test_tasks = \"four\""), r":11: test_tasks must be an integer"),
+        (("test_tasks = 4", "test_tasks = \"four\""), r':11: test_tasks must be a positive i'),
         (("test_tasks = 4", "test_tasks = 0"), r":11: test_tasks must be at least 1"),
+        (("test_tasks = 4", "test_tasks = \"all\""), r':11: test_tasks = "all" needs kind = "me'),
+        (("test_tasks = 4", "test_goals_per_class = 4"), r":11: test_goals_per_class is for kin"),
+        (("test_episodes = 3", "test_episodes = 3\nperiodic_test_tasks = 0"), r":16: periodic_te"),
         (("[evaluation]\n", "[evaluation]\nrepeat = 2\n"), r":14: unknown key 'repeat' in \[e"),
         (("n_arms = 5", "n_arms = = 5"), r"Bandit5.toml: malformed TOML: .*\(at line 7, column"),
         (("kind = \"seed\"", "kind = \"metaworld\""), r"needs benchmark = .* exactly when"),
@@ -195,6 +213,32 @@ def test_a_bad_benchmark_file_names_file_line_and_fix(user_specs, change, messag
     user_specs("envs/Bandit5.toml", BANDIT5.replace(*change))
     with pytest.raises(SpecError, match=message):
         load_benchmarks()
+
+
+def test_a_bad_number_of_test_tasks_is_one_line_naming_the_fix(user_specs):
+    four = 'test_tasks must be a positive integer or "all" (every test task of a Meta-World split)'
+    everything = 'test_tasks = "all" needs kind = "metaworld" (a finite test split): give a number'
+    for value, message in [('"four"', f"{four}, got 'four'"), ('"all"', everything)]:
+        text = BANDIT5.replace("test_tasks = 4", f"test_tasks = {value}")
+        path = user_specs("envs/Bandit5.toml", text)
+        with pytest.raises(SpecError) as error:
+            load_benchmarks()
+        assert str(error.value) == f"{path}:11: {message}"
+        clear_spec_caches()
+
+
+def test_periodic_test_tasks_that_do_not_fit_the_test_tasks_stop_the_run_before_it_starts(
+    user_specs, tmp_path
+):
+    from metabench.harness.run import RunSettings, resolve
+
+    text = BANDIT5.replace("test_episodes = 3", "test_episodes = 3\nperiodic_test_tasks = 5")
+    path = user_specs("envs/Bandit5.toml", text)
+    with pytest.raises(SpecError) as error:
+        resolve(RunSettings("Bandit5", "nop", 0, 1, tmp_path / "run"))
+    message = "periodic_test_tasks = 5 does not fit: there are 4 test tasks: use at most 4"
+    assert str(error.value) == f"{path}:16: {message}"
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_task_argument_the_env_does_not_take_is_an_error_naming_the_valid_ones(user_specs):

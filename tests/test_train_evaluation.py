@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 
 import numpy as np
@@ -63,6 +64,20 @@ def test_a_run_meta_tests_its_recorded_training_tasks(tmp_path, user_specs):
     successes = [s for t in evaluated["tasks"] for s in t["episode_successes"][1:]]
     table = per_task_success_markdown([result], "train_evaluation")
     assert f"| reach-v3 | {np.mean(successes):.3f} |" in table
+    # what changes the meta-test's numbers, Meta-World's version and reward function included
+    assert result["metatest_protocol"] == {
+        "n_test_tasks": 2,
+        "n_run_test_tasks": 2,
+        "exploration_episodes": 1,
+        "test_episodes": 1,
+        "deterministic_test": True,
+        "metaworld": {
+            "version": importlib.metadata.version("metaworld"),
+            "benchmark": "ML1",
+            "reward_function_version": "v2",
+            "test_goals_per_class": None,
+        },
+    }
 
 
 @pytest.mark.parametrize(
@@ -84,5 +99,6 @@ def test_trained_algorithms_meta_test_batched_on_meta_world(
     assert main([*args, *sets, "--out", str(out), "--cpus", "2"]) == 0
     result = json.loads((out / "result.json").read_text())
     assert result["config"]["protocol"]["batched"] is True
+    assert result["metatest_protocol"]["deterministic_test"] is False  # both sample
     for key, n_tasks in (("metatest", 2), ("train_evaluation", 3)):
         assert result[key]["aggregate"]["n_env_steps"] == n_tasks * 2 * 6

@@ -115,6 +115,21 @@ class MetaRLAlgorithm(abc.ABC):
         state) and must not be used by the caller afterwards.
         """
 
+    @property
+    def deterministic_test(self) -> bool | None:
+        """Whether the adapted policy acts with its action distribution's mode in the test
+        episodes; recorded with every result, since it changes the numbers (Meta-World+'s
+        evaluation takes the mode, garage's samples). ``None``: the algorithm does not say.
+
+        The default reads the ``deterministic_eval`` (every meta-test episode) and
+        ``deterministic_test`` (test episodes only) options of a ``config`` attribute, where
+        the algorithm has them; algorithms without them override this.
+        """
+        config = getattr(self, "config", None)
+        options = ("deterministic_eval", "deterministic_test")
+        known = [bool(getattr(config, name)) for name in options if hasattr(config, name)]
+        return any(known) if known else None
+
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """The env this algorithm's policies observe, built around a task env."""
         return env

@@ -134,6 +134,11 @@ class NOP(MetaRLAlgorithm):
     # exploration policies draw from self._rng: seeded per meta-test, restored afterwards
     evaluation_streams = MetaRLAlgorithm._own_generator_streams
 
+    @property
+    def deterministic_test(self) -> bool:
+        """The zero action is a fixed action; random actions are not."""
+        return self.action == "zero"
+
     def get_exploration_policy(self) -> NOPPolicy:
         return NOPPolicy(self.action_space, self.action, self._rng)
 

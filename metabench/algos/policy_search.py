@@ -306,6 +306,11 @@ class PolicySearch(MetaRLAlgorithm):
     # exploration policies draw from self._rng: seeded per meta-test, restored afterwards
     evaluation_streams = MetaRLAlgorithm._own_generator_streams
 
+    @property
+    def deterministic_test(self) -> bool:
+        """The search's result is a deterministic linear policy."""
+        return True
+
     def get_exploration_policy(self) -> SearchPolicy:
         """A new search, seeded from this algorithm's generator, as a policy."""
         rng = np.random.default_rng(self._rng.integers(2**63))

@@ -3,7 +3,9 @@
 A benchmark fixes everything a result depends on besides the algorithm: the task env and its
 horizon, where meta-training tasks come from, the held-out test tasks, and the meta-test protocol
 (exploration episodes, then test episodes, per test task). Test tasks are drawn from a stream
-of the run's seed that training never uses, and recorded with every result.
+of the run's seed that training never uses, and recorded with every result. A Meta-World
+benchmark can meta-test on every test task of its split instead (``test_tasks = "all"``), in
+Meta-World's order: the tasks of Meta-World's own ``metalearning_evaluation``.
 """
 
 from __future__ import annotations
@@ -11,20 +13,32 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from gymnasium.envs.registration import load_env_creator
 
-from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_line, read_specs
+from metabench.harness.specfiles import (
+    Schema,
+    SpecError,
+    SpecFile,
+    check_table,
+    find_line,
+    read_specs,
+)
 from metabench.tasks.base import Task, TaskSampler
 
 TEST_STREAM = 7
+"""``SeedSequence`` spawn key of the test-task stream (training uses the run seed directly)."""
 TRAIN_EVALUATION_STREAM = 8
 """Stream of the seed that draws the training tasks meta-tested after training."""
-"""``SeedSequence`` spawn key of the test-task stream (training uses the run seed directly)."""
+PERIODIC_STREAM = 9
+"""Stream of the seed that draws the test tasks of the meta-tests during training."""
+ALL = "all"
+"""``[split] test_tasks = "all"``: every test task of a Meta-World split."""
 
 
 @dataclass(frozen=True)
@@ -41,7 +55,14 @@ class BenchmarkSpec:
         (``[evaluation] test_episodes``).
     :param batched_metatest: meta-test all test tasks at once (``[evaluation] batched``; see
         :mod:`metabench.batched_evaluation`).
-    :param n_test_tasks: held-out tasks evaluated at meta-test.
+    :param n_test_tasks: held-out tasks evaluated at meta-test; ``"all"``: every test task of the
+        Meta-World split, in Meta-World's order (``[split] test_tasks``).
+    :param test_goals_per_class: Meta-World only: test tasks come from the first this many goals
+        of each test class (``[split] test_goals_per_class``; ``None``: all 50), as
+        Meta-World+'s ``total_goals_per_task_test``.
+    :param n_periodic_test_tasks: the meta-tests during training use this many of the test tasks,
+        as many of each class, fixed per seed (``[evaluation] periodic_test_tasks``; ``None``:
+        all of them); the final meta-test always uses all of them.
     :param n_train_evaluation_tasks: training tasks meta-tested too, after training, for the
         meta-train success per class Meta-World reports (``[evaluation] train_tasks``; 0: none).
     :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
@@ -58,7 +79,9 @@ class BenchmarkSpec:
     exploration_episodes: int = 1
     test_episodes: int = 1
     batched_metatest: bool = False
-    n_test_tasks: int = 10
+    n_test_tasks: int | Literal["all"] = 10
+    test_goals_per_class: int | None = None
+    n_periodic_test_tasks: int | None = None
     n_train_evaluation_tasks: int = 0
     metaworld: str | None = None
     reports_success: bool = False
@@ -112,18 +135,68 @@ class BenchmarkSpec:
             f"{where}: {self.env_id} cannot be made with these [tasks] values ({message}): fix them"
         )
 
+    def spec_error(self, message: str, key: str, table: str) -> SpecError:
+        """A :class:`SpecError` at the line of ``key`` in ``[table]`` of this spec file."""
+        text = Path(self.path).read_text() if Path(self.path).is_file() else ""
+        line = find_line(text, key, table)
+        return SpecError(f"{self.path}{f':{line}' if line else ''}: {message}")
+
     def test_tasks(self, seed: int) -> list[Task]:
         """The held-out tasks of a run with this seed: the same seed gives the same tasks."""
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(TEST_STREAM,)))
         if self.metaworld is not None:
             from metabench.tasks.metaworld import MetaWorldTaskSampler
 
-            sampler = MetaWorldTaskSampler(
-                self.metaworld, split="test", env_name=self.env_kwargs.get("env_name"), seed=seed
-            )
+            try:
+                sampler = MetaWorldTaskSampler(
+                    self.metaworld,
+                    split="test",
+                    env_name=self.env_kwargs.get("env_name"),
+                    seed=seed,
+                    goals_per_class=self.test_goals_per_class,
+                )
+            except ValueError as error:
+                if self.test_goals_per_class is None:
+                    raise
+                raise self.spec_error(str(error), "test_goals_per_class", "split") from None
+            if not isinstance(self.n_test_tasks, int):  # "all"
+                return list(sampler.tasks)
             return sampler.sample(self.n_test_tasks, rng)
+        if not isinstance(self.n_test_tasks, int):
+            raise ValueError(f'{self.name}: test_tasks = "all" needs a Meta-World split')
         env = self.make_test_env(seed)
         return list(env.sample_tasks(self.n_test_tasks, rng))
+
+    def periodic_test_indices(self, seed: int, test_tasks: Sequence[Task]) -> list[int] | None:
+        """Which of ``test_tasks`` the meta-tests during training use, in order: ``None`` (all),
+        or ``n_periodic_test_tasks`` of them, as many of each class (a Meta-World task's env
+        name; other tasks form one class), drawn with a stream of the seed.
+
+        A few tasks are noisy but cheap: enough to watch training, never the final number.
+        """
+        n = self.n_periodic_test_tasks
+        if n is None:
+            return None
+        classes: dict[str, list[int]] = {}
+        for index, task in enumerate(test_tasks):
+            classes.setdefault(getattr(task, "env_name", ""), []).append(index)
+        k, fewest = len(classes), min(len(pool) for pool in classes.values())
+        if n % k or n // k > fewest:
+            if k == 1:
+                fix = f"there are {len(test_tasks)} test tasks: use at most {fewest}"
+            else:
+                fix = (
+                    f"it takes as many of each of the {k} classes of the test tasks: use a "
+                    f"multiple of {k} up to {k * fewest}"
+                )
+            raise self.spec_error(
+                f"periodic_test_tasks = {n} does not fit: {fix}",
+                "periodic_test_tasks",
+                "evaluation",
+            )
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PERIODIC_STREAM,)))
+        chosen = [i for pool in classes.values() for i in rng.choice(pool, n // k, replace=False)]
+        return sorted(int(index) for index in chosen)
 
     def train_evaluation_tasks(self, seed: int) -> list[Task]:
         """The training tasks meta-tested after training (Meta-World only: as many of each
@@ -164,9 +237,12 @@ ENV_SCHEMA = {
     "episodes_per_trial": int, "reports_success": bool,
     "tasks": dict, "split": dict, "evaluation": dict,
 }  # fmt: skip
-SPLIT_SCHEMA = {"kind": str, "benchmark": str, "test_tasks": int}
+SPLIT_SCHEMA: Schema = {
+    "kind": str, "benchmark": str, "test_tasks": (int, str), "test_goals_per_class": int,
+}  # fmt: skip
 EVALUATION_SCHEMA = {
     "exploration_episodes": int, "test_episodes": int, "batched": bool, "train_tasks": int,
+    "periodic_test_tasks": int,
 }  # fmt: skip
 SPLIT_KINDS = ("seed", "metaworld")
 
@@ -194,10 +270,32 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
             "benchmark",
             "split",
         )
+    test_tasks = split.get("test_tasks", 10)
+    if isinstance(test_tasks, str) and test_tasks != ALL:
+        raise spec.error(
+            f'test_tasks must be a positive integer or "all" (every test task of a Meta-World '
+            f"split), got {test_tasks!r}",
+            "test_tasks",
+            "split",
+        )
+    if test_tasks == ALL and metaworld is None:
+        raise spec.error(
+            'test_tasks = "all" needs kind = "metaworld" (a finite test split): give a number',
+            "test_tasks",
+            "split",
+        )
+    if "test_goals_per_class" in split and metaworld is None:
+        raise spec.error(
+            'test_goals_per_class is for kind = "metaworld" only: remove it',
+            "test_goals_per_class",
+            "split",
+        )
     counts: dict[str, int] = {
         **{key: top[key] for key in ("episodes_per_trial", "horizon") if key in top},
-        "test_tasks": split.get("test_tasks", 10),
+        **({} if test_tasks == ALL else {"test_tasks": test_tasks}),
+        **{key: split[key] for key in ("test_goals_per_class",) if key in split},
         **{key: evaluation[key] for key in ("exploration_episodes", "test_episodes")},
+        **{key: evaluation[key] for key in ("periodic_test_tasks",) if key in evaluation},
     }
     for key, value in counts.items():
         if value < 1:
@@ -218,7 +316,9 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         exploration_episodes=evaluation["exploration_episodes"],
         test_episodes=evaluation["test_episodes"],
         batched_metatest=evaluation.get("batched", False),
-        n_test_tasks=counts["test_tasks"],
+        n_test_tasks=test_tasks,
+        test_goals_per_class=split.get("test_goals_per_class"),
+        n_periodic_test_tasks=evaluation.get("periodic_test_tasks"),
         n_train_evaluation_tasks=evaluation.get("train_tasks", 0),
         metaworld=metaworld,
         reports_success=top.get("reports_success", False),

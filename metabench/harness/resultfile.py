@@ -11,6 +11,10 @@ A result file holds::
     wall_time_s     seconds of training and meta-test (over every resumed session)
     metatrain       the last iteration's meta-training numbers (``metatrain/...``)
     metatest        the final meta-test (:meth:`metabench.evaluation.MetaTestResult.to_dict`)
+    metatest_protocol  what changes the meta-test's numbers, in one place: test tasks,
+                    episodes, whether test episodes act with the mode, and for Meta-World its
+                    version, reward function and goals per test class
+                    (:func:`metabench.harness.run.metatest_protocol`; absent from older results)
     train_evaluation  (Meta-World only) the same meta-test on training tasks, after training:
                     the meta-train success per class Meta-World reports
 
@@ -47,6 +51,7 @@ def make_result(
     wall_time_s: float,
     metatrain: Mapping[str, float],
     metatest: dict[str, Any],
+    metatest_protocol: dict[str, Any],
     train_evaluation: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A result record with every field (see the module docstring); ``train_evaluation``, the
@@ -61,6 +66,7 @@ def make_result(
         "wall_time_s": wall_time_s,
         "metatrain": dict(metatrain),
         "metatest": metatest,
+        "metatest_protocol": metatest_protocol,
         **extra,
     }
 

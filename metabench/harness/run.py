@@ -7,7 +7,8 @@ A run directory holds::
     checkpoint.pt       the latest checkpoint (algorithm state, iteration, wall time), replaced
                         atomically every ``checkpoint_every`` iterations
     tensorboard/        meta-train and meta-test curves
-    evaluations/        a meta-test result every ``eval_every`` iterations
+    evaluations/        a meta-test result every ``eval_every`` iterations (on the subset of the
+                        test tasks that ``[evaluation] periodic_test_tasks`` asks for, if any)
     result.json         the final result with its provenance
 
 Every file is written atomically, so killing the process (even with SIGKILL) leaves either the
@@ -16,6 +17,7 @@ previous version or the new one. Running the same command again resumes from the
 
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import json
 import os
@@ -223,6 +225,15 @@ class RunPlan:
         """The meta-test of this run: its test tasks, with the benchmark's protocol."""
         return make_evaluator(self.spec, self.config["seed"], test_tasks=self.test_tasks)
 
+    def periodic_evaluator(self) -> MetaEvaluator:
+        """The meta-test during training: :meth:`evaluator`, or the same protocol on the subset
+        of the test tasks recorded as ``config["periodic_test_tasks"]`` (their indices)."""
+        indices = self.config.get("periodic_test_tasks")
+        if indices is None:
+            return self.evaluator()
+        tasks = [self.test_tasks[index] for index in indices]
+        return make_evaluator(self.spec, self.config["seed"], test_tasks=tasks)
+
     def train_evaluator(self) -> MetaEvaluator | None:
         """The meta-test on training tasks after training (``None`` if the benchmark has none):
         the benchmark's protocol on its recorded training tasks, in the training split."""
@@ -290,6 +301,9 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         },
         "test_tasks": [task_to_json(task) for task in test_tasks],
     }
+    periodic = spec.periodic_test_indices(settings.seed, test_tasks)
+    if periodic is not None:  # recorded only when set: other runs keep their config
+        config["periodic_test_tasks"] = periodic
     train_tasks = spec.train_evaluation_tasks(settings.seed)
     if train_tasks:  # recorded only when there are some: other runs keep their config
         config["train_evaluation_tasks"] = [task_to_json(task) for task in train_tasks]
@@ -303,6 +317,34 @@ def benchmark_for(benchmark: str, algorithm: str) -> BenchmarkSpec:
     (e.g. garage's action normalisation for MAML on HalfCheetah), for training and meta-test."""
     spec = get_benchmark(benchmark)
     return spec.with_env_kwargs(get_algorithm(algorithm).env_kwargs(spec))
+
+
+def metatest_protocol(
+    spec: BenchmarkSpec, algo: MetaRLAlgorithm, evaluator: MetaEvaluator, run_test_tasks: int
+) -> dict[str, Any]:
+    """What changes the numbers of a meta-test besides the algorithm's parameters, in one
+    record of every result: how many test tasks (of the run's ``run_test_tasks``; fewer for a
+    periodic meta-test), the episodes, whether test episodes act with the mode, and for
+    Meta-World the version, benchmark, reward function and goals per test class.
+
+    :param evaluator: the meta-test, after it ran (its task env is read).
+    """
+    record: dict[str, Any] = {
+        "n_test_tasks": len(evaluator.test_tasks),
+        "n_run_test_tasks": run_test_tasks,
+        "exploration_episodes": evaluator.exploration_episodes,
+        "test_episodes": evaluator.test_episodes,
+        "deterministic_test": algo.deterministic_test,
+    }
+    if spec.metaworld is not None:
+        env = evaluator.task_env.unwrapped
+        record["metaworld"] = {
+            "version": importlib.metadata.version("metaworld"),
+            "benchmark": spec.metaworld,
+            "reward_function_version": getattr(env, "reward_function_version", None),
+            "test_goals_per_class": spec.test_goals_per_class,
+        }
+    return record
 
 
 RUN_TORCH_THREADS = 1

@@ -25,6 +25,7 @@ from metabench.harness.run import (
     benchmark_for,
     build_algorithm,
     make_evaluator,
+    metatest_protocol,
     metatest_workers,
     plan_run,
 )
@@ -32,12 +33,21 @@ from metabench.rng import derived_seed
 from metabench.validation import renamed_keyword
 
 
-def _log_metatest(writer: SummaryWriter, result: MetaTestResult, env_steps: int) -> None:
-    writer.add_scalar("metatest/test_return", result.test_return, env_steps)
+def _log_metatest(
+    writer: SummaryWriter, result: MetaTestResult, env_steps: int, prefix: str = "metatest"
+) -> None:
+    """TensorBoard scalars of a meta-test under ``prefix``, its number of test tasks included.
+
+    :param prefix: ``"metatest"`` for meta-tests on all the run's test tasks,
+        ``"periodic_metatest"`` for those on a subset, so that the two never share a curve.
+    """
+    writer.add_scalar(f"{prefix}/n_test_tasks", result.n_tasks, env_steps)
+    writer.add_scalar(f"{prefix}/test_return", result.test_return, env_steps)
     if result.test_episode_success_rate is not None:
-        writer.add_scalar("metatest/test_success_rate", result.test_episode_success_rate, env_steps)
+        rate = result.test_episode_success_rate
+        writer.add_scalar(f"{prefix}/test_success_rate", rate, env_steps)
     for k, value in enumerate(result.return_per_episode):
-        writer.add_scalar(f"metatest/return_episode_{k + 1}", value, env_steps)
+        writer.add_scalar(f"{prefix}/return_episode_{k + 1}", value, env_steps)
 
 
 EVALUATION_STREAM = 1
@@ -97,6 +107,9 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         start, wall_before, last_stats = state["iteration"], state["wall_time"], state["metatrain"]
         console.print(f"Resuming {run.path} at iteration {start} of {n_iterations}")
     evaluator = plan.evaluator()
+    periodic_evaluator = plan.periodic_evaluator()
+    subset = config.get("periodic_test_tasks")
+    n_test_tasks = len(plan.test_tasks)
     began = time.perf_counter()
     with (
         stop_at_iteration_end(console) as stop_requested,
@@ -123,11 +136,20 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
                 writer.add_scalar(key, value, env_steps)
             if settings.eval_every and iteration % settings.eval_every == 0:
                 with algo.evaluation_streams(evaluation_seed(settings.seed, iteration)):
-                    periodic = evaluator.evaluate(algo, plan.metatest_workers)
-                _log_metatest(writer, periodic, env_steps)
+                    periodic = periodic_evaluator.evaluate(algo, plan.metatest_workers)
+                prefix = "metatest" if subset is None else "periodic_metatest"
+                _log_metatest(writer, periodic, env_steps, prefix)
+                protocol = metatest_protocol(spec, algo, periodic_evaluator, n_test_tasks)
                 atomic_write_json(
                     run.evaluations / f"iteration-{iteration:06d}.json",
-                    {"iteration": iteration, "env_steps": env_steps, **periodic.to_dict()},
+                    {
+                        "iteration": iteration,
+                        "env_steps": env_steps,
+                        "metatest_protocol": protocol,
+                        # the subset's indices in config.json's test_tasks
+                        **({} if subset is None else {"test_task_indices": subset}),
+                        **periodic.to_dict(),
+                    },
                 )
             stopping = stop_requested()
             if iteration % settings.checkpoint_every == 0 or iteration == n_iterations or stopping:
@@ -165,6 +187,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         wall_time_s=wall_before + time.perf_counter() - began,
         metatrain=last_stats,
         metatest=final.to_dict(),
+        metatest_protocol=metatest_protocol(spec, algo, evaluator, n_test_tasks),
         train_evaluation=None if on_train is None else on_train.to_dict(),
     )
     write_result(run.result_path, result)
@@ -216,9 +239,14 @@ def evaluate(
         )
         result = evaluator.evaluate(algo, metatest_workers(config))
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    protocol = metatest_protocol(spec, algo, evaluator, len(config["test_tasks"]))
     atomic_write_json(
         run.evaluations / f"evaluate-{stamp}.json",
-        {"iteration": None if state is None else state["iteration"], **result.to_dict()},
+        {
+            "iteration": None if state is None else state["iteration"],
+            "metatest_protocol": protocol,
+            **result.to_dict(),
+        },
     )
     console.print(metatest_table(result, title=f"{run.path}: meta-test"))
     return result

@@ -13,6 +13,7 @@ one draws its goals by resetting every class 50 times (ML1 ~1 s, ML10 ~8 s, ML45
 
 from __future__ import annotations
 
+import collections
 import difflib
 import functools
 import pickle
@@ -38,6 +39,7 @@ from metabench.tasks.base import (
     check_n_tasks,
 )
 from metabench.tasks.metaworld_lean import make_lean
+from metabench.validation import check_count
 
 BENCHMARKS = ("ML1", "ML10", "ML45")
 """The Meta-World meta-learning benchmarks metabench exposes."""
@@ -410,6 +412,25 @@ class ML45Env(MetaWorldTaskEnv):
 
 
 # -- the sampler ---------------------------------------------------------------------------------
+def _first_goals(tasks: list[MetaWorldTask], n: int, where: str) -> list[MetaWorldTask]:
+    """The first ``n`` tasks of each class of ``tasks``, in their order."""
+    check_count("goals_per_class", n)
+    counts = collections.Counter(task.env_name for task in tasks)
+    fewest = min(counts.values())
+    if n > fewest:
+        raise ValueError(
+            f"goals_per_class={n} is more than the {fewest} goals per class of {where}: "
+            f"ask for at most {fewest}"
+        )
+    seen: collections.Counter[str] = collections.Counter()
+    kept = []
+    for task in tasks:
+        seen[task.env_name] += 1
+        if seen[task.env_name] <= n:
+            kept.append(task)
+    return kept
+
+
 class MetaWorldTaskSampler(TaskSampler):
     """Draws meta-batches of a Meta-World split, spread evenly across its classes.
 
@@ -420,6 +441,9 @@ class MetaWorldTaskSampler(TaskSampler):
 
     :param benchmark: ``"ML1"``, ``"ML10"`` or ``"ML45"``; ``env_name`` and ``seed`` as for
         :class:`MetaWorldTaskEnv` (the same seed gives the same tasks as the env).
+    :param goals_per_class: keep only the first ``goals_per_class`` goals of each class, in
+        Meta-World's order (``None``: all 50). This is ``total_tasks_per_cls`` of Meta-World's
+        ``make_vec``, which Meta-World+ sets to 40 for its ML10 and ML45 meta-test.
 
     Example::
 
@@ -437,8 +461,12 @@ class MetaWorldTaskSampler(TaskSampler):
         *,
         replace: bool = False,
         balanced: bool = True,
+        goals_per_class: int | None = None,
     ) -> None:
         classes, tasks = _split_of(benchmark, env_name, split, seed)
+        if goals_per_class is not None:
+            where = _describe(benchmark, env_name, split, seed)
+            tasks = _first_goals(tasks, goals_per_class, where)
         self.benchmark = benchmark
         self.split = split
         self.env_name = env_name

@@ -715,6 +715,11 @@ class MAML(MetaRLAlgorithm):
         self.iteration += 1
         return stats
 
+    @property
+    def deterministic_test(self) -> bool:
+        """The adapted policy samples its actions, as garage's and pytorch-maml-rl's do."""
+        return False
+
     def get_exploration_policy(self) -> GaussianPolicy:
         """The meta-policy (a frozen copy of the current meta-parameters), sampling actions."""
         return GaussianPolicy(self.policy, self.policy.params(), generator=self._eval_generator)

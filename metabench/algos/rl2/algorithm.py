@@ -497,7 +497,7 @@ class RL2(MetaRLAlgorithm):
         with the mode if ``deterministic_test`` or ``deterministic_eval``."""
         if not isinstance(exploration_policy, RL2ExplorationPolicy):
             raise TypeError("adapt_policy needs the policy returned by get_exploration_policy()")
-        return RL2AdaptedPolicy(exploration_policy, self._test_deterministic)
+        return RL2AdaptedPolicy(exploration_policy, bool(self.deterministic_test))
 
     def get_exploration_policies(self, n: int) -> PolicyBatch:
         return RL2PolicyBatch(self.model, self.config.deterministic_eval, n)
@@ -508,12 +508,7 @@ class RL2(MetaRLAlgorithm):
         """As :meth:`adapt_policy`, row by row: each row goes on from its own hidden state."""
         if not isinstance(exploration_policies, RL2PolicyBatch):
             raise TypeError("adapt_policies needs the batch returned by get_exploration_policies()")
-        return exploration_policies.adapted(self._test_deterministic)
-
-    @property
-    def _test_deterministic(self) -> bool:
-        """Whether test episodes act with the mode."""
-        return bool(self.config.deterministic_eval or self.config.deterministic_test)
+        return exploration_policies.adapted(bool(self.deterministic_test))
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         return self.env_wrapper()(env)
