@@ -691,6 +691,27 @@ def test_adapt_policy_runs_the_same_inner_update_on_the_episodes() -> None:
     algo.close()
 
 
+@pytest.mark.parametrize("deterministic_test", [False, True])
+def test_deterministic_test_acts_with_the_adapted_mean(deterministic_test: bool) -> None:
+    algo = small_maml(deterministic_test=deterministic_test)
+    assert algo.deterministic_test is deterministic_test
+    exploration = algo.get_exploration_policy()
+    (episodes, _) = algo.collect([{"goal": [0.2, 0.2]}] * 2, [exploration.params] * 2)
+    adapted = algo.adapt_policy(exploration, episodes)
+    observation = np.array([0.1, -0.2])
+    with torch.no_grad():
+        mean, _ = algo.policy.mean_log_std(
+            torch.as_tensor(observation, dtype=algo.policy.dtype), adapted.params
+        )
+    actions = [adapted.get_action(observation) for _ in range(2)]
+    assert np.allclose(actions[0], mean.numpy()) is deterministic_test
+    assert np.array_equal(actions[0], actions[1]) is deterministic_test
+    assert not np.array_equal(
+        exploration.get_action(observation), exploration.get_action(observation)
+    )
+    algo.close()
+
+
 def test_state_dict_resumes_training_exactly() -> None:
     algo = small_maml()
     algo.train(1)

@@ -102,6 +102,13 @@ class MAMLConfig:
         "outer step 1.7x faster, docs/speed.md)",
         low=1,
     )
+    deterministic_test: bool = option(
+        False,
+        "the adapted policy acts with its mean in the test episodes; exploration samples "
+        "(Meta-World+: metaworld-algorithms rl/algorithms/mamltrpo.py eval_action takes "
+        "dist.mode(); garage and pytorch-maml-rl sample)",
+        recorded_at_default=False,
+    )
 
     def __post_init__(self) -> None:
         check_config(self)

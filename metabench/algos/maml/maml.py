@@ -715,11 +715,6 @@ class MAML(MetaRLAlgorithm):
         self.iteration += 1
         return stats
 
-    @property
-    def deterministic_test(self) -> bool:
-        """The adapted policy samples its actions, as garage's and pytorch-maml-rl's do."""
-        return False
-
     def get_exploration_policy(self) -> GaussianPolicy:
         """The meta-policy (a frozen copy of the current meta-parameters), sampling actions."""
         return GaussianPolicy(self.policy, self.policy.params(), generator=self._eval_generator)
@@ -751,7 +746,12 @@ class MAML(MetaRLAlgorithm):
             )
         data = self.process(exploration_episodes)
         adapted = self.adapt(exploration_policy.params, data, create_graph=False)
-        return GaussianPolicy(module, adapted, generator=exploration_policy.generator)
+        return GaussianPolicy(
+            module,
+            adapted,
+            generator=exploration_policy.generator,
+            deterministic=self.config.deterministic_test,
+        )
 
     @contextlib.contextmanager
     def evaluation_streams(self, seed: int) -> Iterator[None]:
