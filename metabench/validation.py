@@ -228,7 +228,7 @@ def recorded_config(config: Any) -> dict[str, Any]:
     values = config_dict(config)
     for field in dataclasses.fields(config):
         if not field.metadata.get("recorded_at_default", True) and (
-            values[field.name] == field.default
+            getattr(config, field.name) == field.default  # a tuple, where values has a list
         ):
             del values[field.name]
     return values

@@ -281,3 +281,11 @@ def test_recorded_config_leaves_out_later_options_at_their_default() -> None:
     assert recorded_config(Config()) == {"rate": 0.1}
     assert recorded_config(Config(fast=True)) == {"rate": 0.1, "fast": True}
     assert Config(**recorded_config(Config())) == Config()
+
+
+def test_a_list_option_added_at_its_default_is_not_recorded():
+    from metabench.algos.rl2.algorithm import RL2PPOConfig
+    from metabench.validation import recorded_config
+
+    assert "encoder_sizes" not in recorded_config(RL2PPOConfig())
+    assert recorded_config(RL2PPOConfig(encoder_sizes=(4,)))["encoder_sizes"] == [4]
