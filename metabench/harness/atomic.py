@@ -27,6 +27,16 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
+def remove_temporaries(directory: str | Path) -> list[Path]:
+    """Delete the temporary files that :func:`atomic_write_bytes` left under ``directory`` when
+    its process was killed mid-write (SIGKILL, power loss); returns them. Call only while no
+    other process writes there (a run resuming its own directory)."""
+    stale = [p for p in Path(directory).rglob(".*.tmp") if p.is_file()]
+    for path in stale:
+        path.unlink(missing_ok=True)
+    return stale
+
+
 def _umask() -> int:
     """The process's umask (reading it means setting it: set it straight back)."""
     mask = os.umask(0o022)

@@ -13,7 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch.utils.tensorboard import SummaryWriter
 
 from metabench.evaluation import MetaTestResult
-from metabench.harness.atomic import atomic_write_json
+from metabench.harness.atomic import atomic_write_json, remove_temporaries
 from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
@@ -103,6 +103,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
     start, wall_before, last_stats = 0, 0.0, {}
     state = run.load_checkpoint()
     if state is not None:
+        remove_temporaries(run.path)  # writes cut off when the last process was killed
         algo.load_state_dict(state["algorithm"])
         start, wall_before, last_stats = state["iteration"], state["wall_time"], state["metatrain"]
         console.print(f"Resuming {run.path} at iteration {start} of {n_iterations}")
