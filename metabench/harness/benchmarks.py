@@ -138,8 +138,7 @@ class BenchmarkSpec:
     def spec_error(self, message: str, key: str, table: str) -> SpecError:
         """A :class:`SpecError` at the line of ``key`` in ``[table]`` of this spec file."""
         text = Path(self.path).read_text() if Path(self.path).is_file() else ""
-        line = find_line(text, key, table)
-        return SpecError(f"{self.path}{f':{line}' if line else ''}: {message}")
+        return SpecFile(self.name, self.path, text, {}).error(message, key, table)
 
     def test_tasks(self, seed: int) -> list[Task]:
         """The held-out tasks of a run with this seed: the same seed gives the same tasks."""
