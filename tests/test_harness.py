@@ -12,6 +12,7 @@ import pytest
 
 from metabench.cli import main
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
+from metabench.evaluation import task_to_json
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.training import evaluate, train
@@ -139,12 +140,21 @@ def test_periodic_meta_tests_on_a_subset_say_how_many_tasks_they_used(tmp_path, 
     assert counts["metatest/n_test_tasks"] == [30]  # the final meta-test only
 
 
-def test_evaluate_reads_the_checkpoint(tmp_path):
+def test_evaluate_reads_the_checkpoint_and_keeps_every_evaluation(tmp_path):
     out = tmp_path / "r"
     train(settings(out))
-    result = evaluate(out, n_test_tasks=4, exploration_episodes=2, test_episodes=1)
-    assert result.n_tasks == 4 and len(result.return_per_episode) == 3
-    assert len(list((out / "evaluations").glob("evaluate-*.json"))) == 1
+    tasks = [task_to_json(task) for task in get_benchmark("Bandit").test_tasks(0)[:4]]
+    for _ in range(2):  # within one second: two files all the same
+        result = evaluate(out, test_tasks=4, exploration_episodes=2, test_episodes=1)
+        assert result.n_tasks == 4 and len(result.return_per_episode) == 3
+    files = sorted((out / "evaluations").glob("evaluate-*.json"))
+    assert len(files) == 2
+    for path in files:
+        record = json.loads(path.read_text())
+        assert [task["task"] for task in record["tasks"]] == tasks  # the run's first 4
+        assert record["metatest_protocol"]["exploration_episodes"] == 2
+    with pytest.raises(RunError, match="recorded 30 test tasks: ask for at most 30"):
+        evaluate(out, test_tasks=31)
 
 
 def test_budget_smaller_than_one_iteration_fails_before_writing(tmp_path):

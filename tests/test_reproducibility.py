@@ -50,13 +50,22 @@ def test_eval_every_does_not_change_the_result_of_maml(tmp_path):
     assert results[1] == results[0]
 
 
-def test_evaluate_gives_the_periodic_numbers_of_the_same_iteration(tmp_path):
+@pytest.mark.parametrize(
+    ("benchmark_name", "algorithm", "steps", "overrides"),
+    [
+        ("Bandit", "rl2-ppo", 192, {}),
+        ("PointGoal", "maml-trpo", 320, {"meta_batch_size": 2, "episodes_per_task": 2}),
+        ("Bandit", "nop", 1, {}),
+    ],
+)
+def test_evaluate_gives_the_final_metatest_of_the_run(
+    tmp_path, capsys, benchmark_name, algorithm, steps, overrides
+):
     out = tmp_path / "run"
-    train(RunSettings("Bandit", "rl2-ppo", 0, 192, out, eval_every=1))
-    periodic = json.loads((out / "evaluations" / "iteration-000001.json").read_text())
-    first = evaluate(out).to_dict()
-    assert evaluate(out).to_dict() == first  # the same checkpoint twice: the same numbers
-    assert first["aggregate"] == periodic["aggregate"]
+    final = train(RunSettings(benchmark_name, algorithm, 0, steps, out, overrides, eval_every=1))
+    assert evaluate(out).to_dict() == final["metatest"]
+    assert "The same numbers as the run's final meta-test" in capsys.readouterr().err
+    assert evaluate(out).to_dict() == final["metatest"]  # evaluating changes nothing on disk
 
 
 def states_equal(a: dict, b: dict) -> bool:

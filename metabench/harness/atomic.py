@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import tempfile
@@ -27,6 +28,20 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
+def claim_new_file(folder: str | Path, stem: str, suffix: str) -> Path:
+    """``folder/stem+suffix``, or ``stem-2``, ``stem-3``... if taken: a name no other file has,
+    claimed by creating it empty (``O_EXCL``), so two writers at once never share it. Fill it
+    with :func:`atomic_write_bytes`."""
+    for n in itertools.count(1):
+        path = Path(folder) / f"{stem}{'' if n == 1 else f'-{n}'}{suffix}"
+        try:
+            path.open("x").close()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")
+
+
 def remove_temporaries(directory: str | Path) -> list[Path]:
     """Delete the temporary files that :func:`atomic_write_bytes` left under ``directory`` when
     its process was killed mid-write (SIGKILL, power loss); returns them. Call only while no
@@ -45,9 +60,14 @@ def _umask() -> int:
 
 
 def atomic_write_json(path: str | Path, value: Any) -> None:
-    """:func:`atomic_write_bytes` of ``value`` as indented JSON (NaN is written as ``null``)."""
-    text = json.dumps(_finite(value), indent=2, sort_keys=True, allow_nan=False)
-    atomic_write_bytes(path, (text + "\n").encode())
+    """:func:`atomic_write_bytes` of :func:`json_text`."""
+    atomic_write_bytes(path, json_text(value).encode())
+
+
+def json_text(value: Any) -> str:
+    """``value`` as the indented JSON metabench writes (NaN is written as ``null``): two values
+    with the same text are the same record."""
+    return json.dumps(_finite(value), indent=2, sort_keys=True, allow_nan=False) + "\n"
 
 
 def _finite(value: Any) -> Any:

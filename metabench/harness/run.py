@@ -221,9 +221,26 @@ class RunPlan:
     test_tasks: tuple[Task, ...]
     run: RunDirectory
 
-    def evaluator(self) -> MetaEvaluator:
-        """The meta-test of this run: its test tasks, with the benchmark's protocol."""
-        return make_evaluator(self.spec, self.config["seed"], test_tasks=self.test_tasks)
+    def evaluator(
+        self,
+        test_tasks: Sequence[Task] | None = None,
+        exploration_episodes: int | None = None,
+        test_episodes: int | None = None,
+    ) -> MetaEvaluator:
+        """The meta-test of this run: its test tasks (or ``test_tasks``), with its recorded
+        protocol unless the episode counts change it."""
+        protocol = self.config["protocol"]
+        return make_evaluator(
+            self.spec,
+            self.config["seed"],
+            test_tasks=self.test_tasks if test_tasks is None else test_tasks,
+            exploration_episodes=(
+                protocol["n_exploration_eps"]
+                if exploration_episodes is None
+                else exploration_episodes
+            ),
+            test_episodes=protocol["n_test_episodes"] if test_episodes is None else test_episodes,
+        )
 
     def periodic_evaluator(self) -> MetaEvaluator:
         """The meta-test during training: :meth:`evaluator`, or the same protocol on the subset
@@ -231,8 +248,7 @@ class RunPlan:
         indices = self.config.get("periodic_test_tasks")
         if indices is None:
             return self.evaluator()
-        tasks = [self.test_tasks[index] for index in indices]
-        return make_evaluator(self.spec, self.config["seed"], test_tasks=tasks)
+        return self.evaluator([self.test_tasks[index] for index in indices])
 
     def train_evaluator(self) -> MetaEvaluator | None:
         """The meta-test on training tasks after training (``None`` if the benchmark has none):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -13,24 +12,25 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch.utils.tensorboard import SummaryWriter
 
 from metabench.evaluation import MetaTestResult
-from metabench.harness.atomic import atomic_write_json, remove_temporaries
+from metabench.harness.atomic import (
+    atomic_write_json,
+    claim_new_file,
+    json_text,
+    remove_temporaries,
+)
 from metabench.harness.interrupt import stop_at_iteration_end
+from metabench.harness.loading import load_run
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
 from metabench.harness.run import (
-    RunDirectory,
     RunError,
     RunSettings,
-    benchmark_for,
     build_algorithm,
-    make_evaluator,
     metatest_protocol,
-    metatest_workers,
     plan_run,
 )
 from metabench.rng import derived_seed
-from metabench.validation import renamed_keyword
 
 
 def _log_metatest(
@@ -198,56 +198,39 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
 
 def evaluate(
     run_dir: str | Path,
-    n_test_tasks: int | None = None,
+    test_tasks: int | None = None,
     exploration_episodes: int | None = None,
     test_episodes: int | None = None,
     console: Console | None = None,
-    *,
-    n_exploration_eps: int | None = None,
-    n_test_episodes: int | None = None,
 ) -> MetaTestResult:
-    """Meta-test the latest checkpoint of a run; writes ``evaluations/evaluate-<time>.json``.
+    """Meta-test the latest checkpoint of a run; writes a new ``evaluations/evaluate-<time>.json``.
 
-    ``exploration_episodes`` and ``test_episodes`` change the benchmark's protocol
-    (``n_exploration_eps`` and ``n_test_episodes``: their old names)."""
-    exploration_episodes = renamed_keyword(
-        "exploration_episodes", exploration_episodes, "n_exploration_eps", n_exploration_eps
-    )
-    test_episodes = renamed_keyword(
-        "test_episodes", test_episodes, "n_test_episodes", n_test_episodes
-    )
+    By default this is the run's own final meta-test again: its recorded test tasks and protocol,
+    and the random streams of its checkpoint, so a finished run gives its ``result.json``
+    numbers exactly (checked, and said). ``test_tasks`` (the first so many of the run's) and the
+    episode counts change the protocol.
+    """
     console = console or make_console(stderr=True)
-    run = RunDirectory(run_dir)
-    config = run.read_config()
-    if config is None:
-        raise RunError(f"{run.path} is not a metabench run directory (no config.json)")
-    spec = benchmark_for(config["benchmark"], config["algorithm"])
-    if n_test_tasks is not None:
-        spec = dataclasses.replace(spec, n_test_tasks=n_test_tasks)
-    algo = build_algorithm(spec, config, None)
-    state = run.load_checkpoint()
-    if state is None and algo.steps_per_iteration:
-        raise RunError(f"{run.path} has no checkpoint yet: train first (metabench train ...)")
-    if state is not None:
-        algo.load_state_dict(state["algorithm"])
-    iteration = 0 if state is None else int(state["iteration"])
-    with algo.evaluation_streams(evaluation_seed(config["seed"], iteration)):
-        evaluator = make_evaluator(
-            spec,
-            config["seed"],
-            exploration_episodes=exploration_episodes,
-            test_episodes=test_episodes,
-        )
-        result = evaluator.evaluate(algo, metatest_workers(config))
+    run = load_run(run_dir)
+    evaluator = run.evaluator(test_tasks, exploration_episodes, test_episodes)
+    result = evaluator.evaluate(run.algorithm, run.workers)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    protocol = metatest_protocol(spec, algo, evaluator, len(config["test_tasks"]))
+    protocol = metatest_protocol(run.spec, run.algorithm, evaluator, len(run.plan.test_tasks))
     atomic_write_json(
-        run.evaluations / f"evaluate-{stamp}.json",
-        {
-            "iteration": None if state is None else state["iteration"],
-            "metatest_protocol": protocol,
-            **result.to_dict(),
-        },
+        claim_new_file(run.plan.run.evaluations, f"evaluate-{stamp}", ".json"),
+        {"iteration": run.iteration, "metatest_protocol": protocol, **result.to_dict()},
     )
     console.print(metatest_table(result, title=f"{run.path}: meta-test"))
+    own = (test_tasks, exploration_episodes, test_episodes) == (None, None, None)
+    recorded = run.plan.run.completed_result()
+    if own and recorded is not None and recorded["iterations"] == run.iteration:
+        result_path = run.plan.run.result_path
+        if json_text(result.to_dict()) == json_text(recorded["metatest"]):
+            console.print(f"The same numbers as the run's final meta-test ({result_path}).")
+        else:
+            console.print(
+                f"[bold yellow]warning:[/] these numbers differ from the final meta-test in "
+                f"{result_path}, measured on the same checkpoint: this machine or its packages "
+                f"compute differently (compare its provenance)"
+            )
     return result

@@ -1,0 +1,101 @@
+"""A trained run read back from its directory: the algorithm at its latest checkpoint and the
+meta-test its run recorded, for ``metabench evaluate`` and for your own analysis::
+
+    from metabench.harness.loading import load_run
+
+    run = load_run("runs/HalfCheetahVel-maml-trpo-seed0")
+    result = run.evaluator().evaluate(run.algorithm)  # the run's own final meta-test again
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.evaluation import MetaEvaluator, task_from_json
+from metabench.harness.benchmarks import BenchmarkSpec
+from metabench.harness.run import (
+    RunDirectory,
+    RunError,
+    RunPlan,
+    benchmark_for,
+    build_algorithm,
+    metatest_workers,
+)
+
+
+@dataclass(frozen=True)
+class LoadedRun:
+    """A run directory's algorithm, restored from its latest checkpoint, and its record.
+
+    :param plan: the run as ``config.json`` records it (benchmark, test tasks, protocol).
+    :param algorithm: built from the recorded configuration, at the checkpoint's state, every
+        random stream included: meta-testing it draws what the run's final meta-test drew.
+    :param iteration: the checkpoint's training iteration (0: no checkpoint, e.g. NOP).
+    """
+
+    plan: RunPlan
+    algorithm: MetaRLAlgorithm
+    iteration: int
+
+    @property
+    def path(self) -> Path:
+        return self.plan.run.path
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.plan.config
+
+    @property
+    def spec(self) -> BenchmarkSpec:
+        return self.plan.spec
+
+    @property
+    def workers(self) -> int | None:
+        """The worker processes of the run's own meta-test (they never change the numbers)."""
+        return metatest_workers(self.config)
+
+    def evaluator(
+        self,
+        test_tasks: int | None = None,
+        exploration_episodes: int | None = None,
+        test_episodes: int | None = None,
+    ) -> MetaEvaluator:
+        """The run's final meta-test: its recorded test tasks and protocol, or the first
+        ``test_tasks`` of those tasks and other episode counts.
+
+        :raises RunError: if ``test_tasks`` is more than the run recorded.
+        """
+        tasks = self.plan.test_tasks
+        if test_tasks is not None:
+            if test_tasks > len(tasks):
+                raise RunError(
+                    f"{self.path} recorded {len(tasks)} test tasks: ask for at most "
+                    f"{len(tasks)} (--test-tasks)"
+                )
+            tasks = tasks[:test_tasks]
+        return self.plan.evaluator(tasks, exploration_episodes, test_episodes)
+
+
+def load_run(path: str | Path) -> LoadedRun:
+    """The run in ``path`` at its latest checkpoint.
+
+    :raises RunError: if ``path`` is not a run directory, or has no checkpoint yet although its
+        algorithm trains.
+    """
+    run = RunDirectory(path)
+    config = run.read_config()
+    if config is None:
+        raise RunError(f"{run.path} is not a metabench run directory (no config.json)")
+    spec = benchmark_for(config["benchmark"], config["algorithm"])
+    tasks = tuple(task_from_json(task) for task in config["test_tasks"])
+    algorithm = build_algorithm(spec, config, None)
+    state = run.load_checkpoint()
+    if state is None and algorithm.steps_per_iteration:
+        raise RunError(f"{run.path} has no checkpoint yet: train first (metabench train ...)")
+    if state is not None:
+        algorithm.load_state_dict(state["algorithm"])
+    iteration = 0 if state is None else int(state["iteration"])
+    return LoadedRun(RunPlan(spec, config, tasks, run), algorithm, iteration)
