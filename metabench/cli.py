@@ -266,15 +266,17 @@ def build_parser() -> argparse.ArgumentParser:
     table = commands.add_parser(
         "table",
         help="write the results tables (Markdown, CSV) and plots from the result files",
-        description="Collect every result.json below --results and write <results>/README.md "
-        "(summary with bootstrap intervals over seeds, per-run rows, commands, published "
-        "references), <results>/summary.csv and <results>/plots/.",
+        description="Collect every result.json below --results and write README.md (summary "
+        "with bootstrap intervals over seeds, per-run rows, failed grid cells, commands, "
+        "published references), summary.csv and plots/ in --out. Only files metabench wrote "
+        "there before are replaced: a file of your own, or one you edited, is refused.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     table.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
     table.add_argument(
-        "--out", type=Path, default=None, help="output file (default: <results>/README.md)"
-    )
+        "--out", type=Path, default=None,
+        help="folder for README.md, summary.csv and plots/ (default: the --results folder)",
+    )  # fmt: skip
 
     plot = commands.add_parser(
         "plot",
@@ -293,47 +295,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_output_file(path: Path, option: str) -> None:
-    """Raise :class:`~metabench.harness.run.RunError` unless ``path`` can be a file: not a
-    folder, in a folder that exists."""
+def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], list[Summary]]:
+    """Regenerate the Markdown page, the CSV summary and the plots of ``results`` in ``out``;
+    the files written, and the summaries they show. A result file the tables cannot use is named
+    in a warning (on stderr) and left out; a file of the user's in ``out`` is never replaced
+    (``option`` is the command-line option that chose ``out``)."""
+    from metabench.harness.generated import write_generated
+    from metabench.harness.plots import render_plots
     from metabench.harness.run import RunError
-
-    if path.is_dir():
-        raise RunError(f"{option} {path} is a folder: give a file name, e.g. {path / 'README.md'}")
-    if not path.parent.is_dir():
-        raise RunError(
-            f"{option} {path}: its folder {path.parent} does not exist: create it or choose "
-            f"another {option}"
-        )
-
-
-def check_output_folder(path: Path, option: str) -> None:
-    """Raise :class:`~metabench.harness.run.RunError` if ``path`` exists and is not a folder."""
-    from metabench.harness.run import RunError
-
-    if path.exists() and not path.is_dir():
-        raise RunError(f"{option} {path} is a file: give a folder for the plots")
-
-
-def write_tables(results: Path, markdown: Path | None) -> tuple[list[Path], list[Summary]]:
-    """Regenerate the Markdown page, the CSV summary and the plots of ``results``; the files
-    written, and the summaries they show. A result file the tables cannot use is named in a
-    warning (on stderr) and left out."""
-    from metabench.harness.atomic import atomic_write_bytes
-    from metabench.harness.plots import plot_results
     from metabench.harness.stats import summarize, summary_csv
-    from metabench.harness.tables import collect_results, results_markdown
+    from metabench.harness.tables import collect_failures, collect_results, results_markdown
 
-    markdown = markdown or results / "README.md"
-    check_output_file(markdown, "--out")
-    runs = collect_results(results, warn=print_warning)
+    if out.exists() and not out.is_dir():
+        raise RunError(
+            f"{option} {out} is a file: give a folder for README.md, summary.csv, plots/"
+        )
+    runs, failures = collect_results(results, warn=print_warning), collect_failures(results)
+    if not runs and not failures:
+        raise RunError(
+            f"no result.json under {results}: run metabench train or bench first, or point "
+            f"--results at their folder"
+        )
     summaries = summarize(runs)
-    plots = plot_results([result for _, result in runs], results / "plots")
-    figures = [Path(os.path.relpath(plot, markdown.parent)).as_posix() for plot in plots]
-    atomic_write_bytes(markdown, results_markdown(results, runs, summaries, figures).encode())
-    csv_path = results / "summary.csv"
-    atomic_write_bytes(csv_path, summary_csv(summaries).encode())
-    return [markdown, csv_path, *plots], summaries
+    plots = {f"plots/{name}": png for name, png in render_plots(r for _, r in runs).items()}
+    page = results_markdown(results, runs, summaries, list(plots), failures)
+    files = {"README.md": page.encode(), "summary.csv": summary_csv(summaries).encode(), **plots}
+    return write_generated(out, files, option), summaries
 
 
 def print_warning(message: str) -> None:
@@ -380,7 +367,7 @@ def _run(args: argparse.Namespace) -> None:
             outcome = run_grid(cells, executor, console)
         finally:
             executor.close()
-        _, summaries = write_tables(args.results, None)
+        _, summaries = write_tables(args.results, args.results, "--results")
         for table in grid_tables(summaries, title=f"metabench bench --profile {args.profile}"):
             console.print(table)
         console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")
@@ -395,18 +382,27 @@ def _run(args: argparse.Namespace) -> None:
     elif args.command == "table":
         if not args.results.is_dir():
             raise ValueError(f"--results {args.results} is not a folder")
-        for path in write_tables(args.results, args.out)[0]:
+        for path in write_tables(args.results, args.out or args.results, "--out")[0]:
             print(f"wrote {path}")
     elif args.command == "plot":
-        from metabench.harness.plots import plot_results
+        from metabench.harness.generated import write_generated
+        from metabench.harness.plots import render_plots
+        from metabench.harness.run import RunError
         from metabench.harness.tables import collect_results
 
         if not args.results.is_dir():
             raise ValueError(f"--results {args.results} is not a folder")
-        out = args.out or args.results / "plots"
-        check_output_folder(out, "--out")
+        if args.out is not None and args.out.exists() and not args.out.is_dir():
+            raise RunError(f"--out {args.out} is a file: give a folder for the plots")
         runs = [result for _, result in collect_results(args.results, warn=print_warning)]
-        for path in plot_results(runs, out):
+        plots = render_plots(runs)
+        if args.out is None:  # <results>/plots, the files `table` writes there too
+            written = write_generated(
+                args.results, {f"plots/{n}": p for n, p in plots.items()}, "--out"
+            )
+        else:
+            written = write_generated(args.out, plots, "--out")
+        for path in written:
             print(f"wrote {path}")
     elif args.command == "evaluate":
         from metabench.harness.training import evaluate

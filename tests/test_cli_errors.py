@@ -37,17 +37,45 @@ def results(tmp_path: Path) -> Path:
     return folder
 
 
-def test_table_out_that_is_a_folder(results, capsys):
+def test_table_out_that_is_a_file(results, tmp_path, capsys):
+    out = tmp_path / "page.md"
+    out.write_text("mine")
     capsys.readouterr()
-    line = one_error_line(capsys, 1, ["table", "--results", str(results), "--out", str(results)])
-    assert f"--out {results} is a folder: give a file name" in line
-
-
-def test_table_out_in_a_missing_folder(results, tmp_path, capsys):
-    capsys.readouterr()
-    out = tmp_path / "missing" / "page.md"
     line = one_error_line(capsys, 1, ["table", "--results", str(results), "--out", str(out)])
-    assert f"its folder {out.parent} does not exist" in line
+    assert f"--out {out} is a file: give a folder" in line
+    assert out.read_text() == "mine"
+
+
+def test_table_on_a_folder_without_results(tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    line = one_error_line(capsys, 1, ["table", "--results", str(empty)])
+    assert f"no result.json under {empty}: run metabench train or bench first" in line
+    assert list(empty.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["README.md", "summary.csv", "plots/adaptation_Bandit.png"])
+def test_table_and_plot_never_replace_a_file_of_the_users(results, capsys, name):
+    users = results / name
+    users.parent.mkdir(exist_ok=True)
+    users.write_bytes(b"mine")
+    capsys.readouterr()
+    line = one_error_line(capsys, 1, ["table", "--results", str(results)])
+    assert f"{users} was not written by metabench (or was edited since)" in line
+    assert users.read_bytes() == b"mine"
+    assert not (results / "README.md").exists() or name == "README.md"  # nothing written
+    if name.startswith("plots/"):
+        line = one_error_line(capsys, 1, ["plot", "--results", str(results)])
+        assert f"{users} was not written by metabench" in line
+    users.unlink()
+    assert main(["table", "--results", str(results)]) == 0  # its own files it replaces
+    assert main(["plot", "--results", str(results)]) == 0
+    assert main(["table", "--results", str(results)]) == 0
+    page = results / "README.md"
+    page.write_text(page.read_text() + "my notes\n")  # edited: no longer only metabench's
+    line = one_error_line(capsys, 1, ["table", "--results", str(results)])
+    assert f"{page} was not written by metabench (or was edited since)" in line
+    assert page.read_text().endswith("my notes\n")
 
 
 def test_plot_out_that_is_a_file(results, tmp_path, capsys):

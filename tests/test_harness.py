@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from metabench.cli import main
-from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.evaluation import task_to_json
+from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.training import evaluate, train
@@ -170,6 +170,25 @@ def test_directory_of_another_run_is_refused(tmp_path):
         train(settings(out))
 
 
+def test_a_folder_of_the_users_is_not_a_run_directory(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(RunError, match=r"--out .*mine is not empty \(notes.txt\)"):
+        train(settings(out))
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+def test_a_run_directory_in_use_is_refused_until_its_run_ends(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    with RunDirectory(out).locked():  # as a run in another process holds it
+        with pytest.raises(RunError, match=rf"in use by a metabench run \(pid {os.getpid()}\)"):
+            train(settings(out))
+        assert not (out / "config.json").exists()
+    assert train(settings(out))["iterations"] == 2
+
+
 def test_corrupt_checkpoint_is_reported(tmp_path):
     out = tmp_path / "r"
     run = RunDirectory(out)
@@ -272,10 +291,13 @@ def test_table_lists_runs_and_references_and_skips_corrupt_results(tmp_path, cap
     assert (results / "summary.csv").read_text().startswith("benchmark,")
     assert (results / "plots" / "adaptation_Bandit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "![adaptation_Bandit](plots/adaptation_Bandit.png)" in page  # shown on the page
-    elsewhere = tmp_path / "pages" / "results.md"
-    elsewhere.parent.mkdir()
+    elsewhere = tmp_path / "pages"
+    before = {p: p.read_bytes() for p in results.rglob("*") if p.is_file()}
     assert main(["table", "--results", str(results), "--out", str(elsewhere)]) == 0
-    assert "(../results/plots/adaptation_Bandit.png)" in elsewhere.read_text()
+    assert (elsewhere / "README.md").read_text() == page  # the same page, its plots beside it
+    assert (elsewhere / "plots" / "adaptation_Bandit.png").is_file()
+    assert (elsewhere / "summary.csv").is_file()
+    assert {p: p.read_bytes() for p in results.rglob("*") if p.is_file()} == before
     (results / "broken").mkdir()
     (results / "broken" / "result.json").write_text('{"config": ')
     capsys.readouterr()
@@ -310,3 +332,16 @@ def test_policy_search_baselines_run_through_the_harness(tmp_path, algorithm):
     assert result["metatest"]["aggregate"]["n_tasks"] == 40
     with pytest.raises(ValueError, match="unknown hyperparameter"):
         train(RunSettings("HalfCheetahVel", algorithm, 0, 1, tmp_path / "x", {"lr": 1}))
+
+
+def test_table_lists_failed_grid_cells(tmp_path):
+    results = tmp_path / "results"
+    failed = results / "Bandit" / "rl2-ppo-seed1"
+    failed.mkdir(parents=True)
+    atomic_write_json(failed / "error.json", {"exit_code": 1, "log_tail": ["...", "boom | x"]})
+    assert main(["table", "--results", str(results)]) == 0  # a grid whose only cell failed
+    assert "| `Bandit/rl2-ppo-seed1` | 1 | boom \\| x |" in (results / "README.md").read_text()
+    train(settings(failed))  # retried: its result replaces the failure on the page
+    assert main(["table", "--results", str(results)]) == 0
+    page = (results / "README.md").read_text()
+    assert "Failed runs" not in page and "| Bandit | rl2-ppo | 0 |" in page

@@ -378,22 +378,20 @@ def test_plot_adaptation_curves_one_valid_png_per_benchmark(tmp_path: Path) -> N
     ]
     results += success_runs("rl2", [0.25, 0.5, 0.75])
     results.append(simple_run("Single", "nop", 0, 1.0))  # one seed: no band
-    out = tmp_path / "plots"
-    paths = plots.plot_adaptation_curves([(Path("x"), r) for r in results], out)
+    pngs = plots.adaptation_plots([(Path("x"), r) for r in results])
 
-    assert paths == [
-        out / "adaptation_Cheetah_Vel.png",
-        out / "adaptation_ML1.png",
-        out / "adaptation_Single.png",
+    assert list(pngs) == [
+        "adaptation_Cheetah_Vel.png",
+        "adaptation_ML1.png",
+        "adaptation_Single.png",
     ]
-    assert sorted(out.iterdir()) == sorted(paths)  # no temporary files left
     width, height = (int(plots.PANEL_SIZE[0] * plots.DPI), int(plots.PANEL_SIZE[1] * plots.DPI))
     expected_width = {"Cheetah_Vel": width, "ML1": 2 * width, "Single": width}  # ML1: success
-    for path in paths:
-        assert path.read_bytes()[:8] == PNG_SIGNATURE
-        image = imread(path)
-        name = path.stem.removeprefix("adaptation_")
-        assert image.shape[:2] == (height, expected_width[name])
+    for name, png in pngs.items():
+        assert png[:8] == PNG_SIGNATURE
+        image = imread(io.BytesIO(png), format="png")
+        benchmark = name.removesuffix(".png").removeprefix("adaptation_")
+        assert image.shape[:2] == (height, expected_width[benchmark])
 
 
 def test_plot_rejects_mixed_protocols(tmp_path: Path) -> None:
@@ -402,7 +400,7 @@ def test_plot_rejects_mixed_protocols(tmp_path: Path) -> None:
         make_result("B", "x", 1, [[0.0, 1.0]], n_exploration_eps=1),
     ]
     with pytest.raises(ValueError, match="different lengths"):
-        plots.plot_adaptation_curves(results, tmp_path)
+        plots.adaptation_plots(results)
 
 
 def test_task_points_pair_each_test_task_with_its_post_adaptation_return() -> None:
@@ -439,14 +437,14 @@ def test_return_by_task_plot_only_where_the_task_is_one_number_with_many_values(
     directions = [{"direction": d} for d in (-1.0, 1.0, -1.0, 1.0, 1.0, -1.0)]
     goals = [{"goal": [0.1 * i, 0.0]} for i in range(6)]
     results = runs("Vel", velocities) + runs("Dir", directions) + runs("Goal", goals)
-    paths = plots.plot_results(results, tmp_path)
-    assert paths == [
-        tmp_path / "adaptation_Dir.png",
-        tmp_path / "adaptation_Goal.png",
-        tmp_path / "adaptation_Vel.png",
-        tmp_path / "return_by_task_Vel.png",
+    pngs = plots.render_plots(results)
+    assert list(pngs) == [
+        "adaptation_Dir.png",
+        "adaptation_Goal.png",
+        "adaptation_Vel.png",
+        "return_by_task_Vel.png",
     ]
-    image = imread(paths[-1])
+    image = imread(io.BytesIO(pngs["return_by_task_Vel.png"]), format="png")
     assert image.shape[:2] == (
         int(plots.PANEL_SIZE[1] * plots.DPI),
         int(plots.PANEL_SIZE[0] * plots.DPI),

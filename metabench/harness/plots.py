@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,16 +17,15 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from metabench.harness.atomic import atomic_write_bytes
 from metabench.harness.stats import Result, ResultLike, bootstrap_ci, group_runs
 
 __all__ = [
     "DPI",
     "PANEL_SIZE",
-    "plot_adaptation_curves",
+    "adaptation_plots",
     "plot_filename",
-    "plot_results",
-    "plot_return_by_task",
+    "render_plots",
+    "return_by_task_plots",
     "task_points",
 ]
 
@@ -129,28 +127,21 @@ def _plot_benchmark(benchmark: str, groups: dict[str, list[Result]]) -> bytes:
     return buffer.getvalue()
 
 
-def plot_adaptation_curves(results: Iterable[ResultLike], out_dir: Path) -> list[Path]:
-    """One PNG per benchmark in ``out_dir`` (created if needed), named by :func:`plot_filename`.
+def adaptation_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
+    """One PNG per benchmark, by its :func:`plot_filename`, sorted by benchmark.
 
     Each shows the mean return (and, in a second panel when any run reports success, the success
     rate) at each episode of the meta-test trial, one line per algorithm: the mean over seeds of
     each seed's aggregate over its test tasks, with a 95% bootstrap band over seeds (no band for a
-    single seed). A dashed vertical line marks the end of the exploration episodes. Files are
-    written atomically.
-
-    :returns: the written paths, sorted by benchmark.
+    single seed). A dashed vertical line marks the end of the exploration episodes.
     """
     by_benchmark: dict[str, dict[str, list[Result]]] = {}
     for (benchmark, algorithm), runs in group_runs(results).items():
         by_benchmark.setdefault(benchmark, {})[algorithm] = runs
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for benchmark, groups in sorted(by_benchmark.items()):
-        path = out_dir / plot_filename(benchmark)
-        atomic_write_bytes(path, _plot_benchmark(benchmark, groups))
-        written.append(path)
-    return written
+    return {
+        plot_filename(benchmark): _plot_benchmark(benchmark, groups)
+        for benchmark, groups in sorted(by_benchmark.items())
+    }
 
 
 def _task_value(task: Any) -> tuple[str, float] | None:
@@ -212,34 +203,29 @@ def _plot_tasks(benchmark: str, groups: dict[str, tuple[str, np.ndarray, np.ndar
     return buffer.getvalue()
 
 
-def plot_return_by_task(results: Iterable[ResultLike], out_dir: Path) -> list[Path]:
+def return_by_task_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     """For each benchmark whose tasks are one number (e.g. a target velocity) taking at least
     :data:`MIN_TASK_VALUES` values, a PNG ``return_by_task_<benchmark>.png`` of each algorithm's
     post-adaptation return per test task against that number. A policy that does not adapt
     traces one peak (it suits the tasks near what it does); one that adapts follows the oracle.
-
-    :returns: the written paths, sorted by benchmark.
+    Sorted by benchmark.
     """
     by_benchmark: dict[str, dict[str, tuple[str, np.ndarray, np.ndarray]]] = {}
     for (benchmark, algorithm), runs in group_runs(results).items():
         points = task_points(runs)
         if points is not None and len(np.unique(points[1])) >= MIN_TASK_VALUES:
             by_benchmark.setdefault(benchmark, {})[algorithm] = points
-    written = []
-    for benchmark, groups in sorted(by_benchmark.items()):
-        if len({name for name, _, _ in groups.values()}) != 1:
-            continue
-        out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / plot_filename(benchmark).replace("adaptation_", "return_by_task_", 1)
-        atomic_write_bytes(path, _plot_tasks(benchmark, groups))
-        written.append(path)
-    return written
+    return {
+        plot_filename(benchmark).replace("adaptation_", "return_by_task_", 1): _plot_tasks(
+            benchmark, groups
+        )
+        for benchmark, groups in sorted(by_benchmark.items())
+        if len({name for name, _, _ in groups.values()}) == 1
+    }
 
 
-def plot_results(results: Iterable[ResultLike], out_dir: Path) -> list[Path]:
-    """Every plot of ``results``: the adaptation curves, then the return-by-task plots."""
+def render_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
+    """Every plot of ``results`` by file name: the adaptation curves, then the return-by-task
+    plots (write them with :func:`metabench.harness.generated.write_generated`)."""
     results = list(results)
-    return [
-        *plot_adaptation_curves(results, out_dir),
-        *plot_return_by_task(results, Path(out_dir)),
-    ]
+    return {**adaptation_plots(results), **return_by_task_plots(results)}

@@ -17,12 +17,14 @@ previous version or the new one. Running the same command again resumes from the
 
 from __future__ import annotations
 
+import fcntl
 import importlib.metadata
 import io
 import json
 import os
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,11 @@ loading a checkpoint can run no code (format 1 held NumPy arrays and was unpickl
 
 CONFIG_REQUIRED = ("benchmark", "algorithm", "hyperparameters", "seed")
 """What ``config.json`` must hold for ``metabench evaluate`` to rebuild the run."""
+
+
+NEW_RUN_FILES = frozenset({"evaluations", "tensorboard", ".lock", "train.log", "error.json"})
+"""What a run directory may hold before its ``config.json``: the folders :meth:`RunDirectory.create`
+makes, its lock, and a grid cell's log and error record (written before its run starts)."""
 
 
 class RunError(Exception):
@@ -99,10 +106,43 @@ class RunDirectory:
         self.tensorboard = self.path / "tensorboard"
 
     def create(self) -> None:
-        """Make the directory, or raise :class:`RunError` if it cannot be written."""
+        """Make the directory, or raise :class:`RunError` if it cannot be written or holds files
+        that are not a run's (a folder of the user's)."""
         make_writable_folder(self.path, "--out")
+        if not self.config_path.exists():
+            foreign = sorted(p.name for p in self.path.iterdir() if p.name not in NEW_RUN_FILES)
+            if foreign:
+                raise RunError(
+                    f"--out {self.path} is not empty ({', '.join(foreign[:3])}"
+                    f"{', ...' if len(foreign) > 3 else ''}) and is not a metabench run "
+                    f"directory: choose a new or empty folder"
+                )
         for folder in (self.evaluations, self.tensorboard):  # written later, by other code
             make_writable_folder(folder, "--out")
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the directory's lock (``.lock``) for the block: a second process training into
+        it at the same time gets a :class:`RunError` instead of racing this one. The operating
+        system releases the lock when the process ends, however it ends."""
+        with (self.path / ".lock").open("a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                raise RunError(
+                    f"{self.path} is in use by a metabench run ({holder}): wait for it to end, "
+                    f"or choose another --out"
+                ) from None
+            try:
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"pid {os.getpid()}")
+                handle.flush()
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def read_config(self) -> dict[str, Any] | None:
         if not self.config_path.exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,15 +49,35 @@ def load_references() -> list[Reference]:
     return [Reference(**entry) for entry in tomllib.loads(text)["reference"]]
 
 
+ERROR_FILE = "error.json"
+"""What ``metabench bench`` leaves in the directory of a cell that failed."""
+
+
+def collect_failures(root: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """Every failed grid cell below ``root`` (an ``error.json`` without a ``result.json`` beside
+    it), sorted by path, with its record (``{}`` where unreadable)."""
+    failures = []
+    for path in sorted(root.rglob(ERROR_FILE)):
+        if (path.parent / RESULT_FILE).exists():
+            continue
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, ValueError):
+            record = {}
+        failures.append((path, record if isinstance(record, dict) else {}))
+    return failures
+
+
 def results_markdown(
     root: Path,
     runs: list[tuple[Path, dict[str, Any]]],
     summaries: list[Summary],
     figures: Sequence[str] = (),
+    failures: Sequence[tuple[Path, dict[str, Any]]] = (),
 ) -> str:
     """A Markdown page of the ``runs`` below ``root`` (from :func:`collect_results`) and their
-    ``summaries``: the ``figures`` (image paths relative to the page), one row per run, then
-    the published settings and numbers."""
+    ``summaries``: the ``figures`` (image paths relative to the page), one row per run, the
+    ``failures`` (from :func:`collect_failures`), then the published settings and numbers."""
     lines = [
         "# Results",
         "",
@@ -100,6 +121,23 @@ def results_markdown(
             f"{format_number(test_return)} | {format_number(success)} | "
             f"`{path.parent.relative_to(root)}` |"
         )
+    if failures:
+        lines += [
+            "",
+            "## Failed runs",
+            "",
+            "No result: the cell's `error.json` and `train.log` say why; run the grid again to "
+            "retry it.",
+            "",
+            "| run | exit code | last line of its log |",
+            "| --- | --- | --- |",
+        ]
+        for path, record in failures:
+            tail = record.get("log_tail") or ["(unreadable error.json)"]
+            last = str(tail[-1]).replace("|", "\\|")
+            lines.append(
+                f"| `{path.parent.relative_to(root)}` | {record.get('exit_code', '?')} | {last} |"
+            )
     lines += ["", "## Commands that produced them", ""]
     for path, result in runs:
         command = result.get("command") or "(not recorded: run from Python)"

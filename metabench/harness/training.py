@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.utils.tensorboard import SummaryWriter
 
+from metabench.algos.base import MetaRLAlgorithm
 from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import (
     atomic_write_json,
@@ -25,6 +26,7 @@ from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
 from metabench.harness.run import (
     RunError,
+    RunPlan,
     RunSettings,
     build_algorithm,
     metatest_protocol,
@@ -92,6 +94,20 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
         )
     n_iterations = settings.env_steps // per_iteration if per_iteration else 0
     run.create()
+    with run.locked():
+        return _train_locked(settings, plan, algo, n_iterations, console)
+
+
+def _train_locked(
+    settings: RunSettings,
+    plan: RunPlan,
+    algo: MetaRLAlgorithm,
+    n_iterations: int,
+    console: Console,
+) -> dict[str, Any]:
+    """:func:`train` once its run directory is locked."""
+    spec, config, run = plan.spec, plan.config, plan.run
+    per_iteration = algo.steps_per_iteration
     run.claim(config)
     finished = run.completed_result()
     if finished is not None:
