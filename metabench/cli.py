@@ -317,7 +317,7 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
             f"--results at their folder"
         )
     summaries = summarize(runs)
-    plots = {f"plots/{name}": png for name, png in render_plots(r for _, r in runs).items()}
+    plots = {f"plots/{name}": png for name, png in render_plots(runs).items()}
     page = results_markdown(results, runs, summaries, list(plots), failures)
     files = {"README.md": page.encode(), "summary.csv": summary_csv(summaries).encode(), **plots}
     return write_generated(out, files, option), summaries
@@ -394,8 +394,7 @@ def _run(args: argparse.Namespace) -> None:
             raise ValueError(f"--results {args.results} is not a folder")
         if args.out is not None and args.out.exists() and not args.out.is_dir():
             raise RunError(f"--out {args.out} is a file: give a folder for the plots")
-        runs = [result for _, result in collect_results(args.results, warn=print_warning)]
-        plots = render_plots(runs)
+        plots = render_plots(collect_results(args.results, warn=print_warning))
         if args.out is None:  # <results>/plots, the files `table` writes there too
             written = write_generated(
                 args.results, {f"plots/{n}": p for n, p in plots.items()}, "--out"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import json
 import math
 import warnings
 from pathlib import Path
@@ -449,3 +450,36 @@ def test_return_by_task_plot_only_where_the_task_is_one_number_with_many_values(
         int(plots.PANEL_SIZE[1] * plots.DPI),
         int(plots.PANEL_SIZE[0] * plots.DPI),
     )
+
+
+def test_learning_curves_come_from_the_periodic_metatests_beside_each_result(
+    tmp_path: Path,
+) -> None:
+    def run(name: str, benchmark: str, seed: int, n_evaluations: int, success: bool) -> tuple:
+        folder = tmp_path / name
+        (folder / "evaluations").mkdir(parents=True)
+        successes = [[False, True]] if success else None
+        result = make_result(benchmark, "rl2", seed, [[0.0, 1.0]], successes=successes)
+        for k in range(1, n_evaluations + 1):
+            periodic = make_result(benchmark, "rl2", seed, [[k, 2.0 * k]], successes=successes)
+            record = {"iteration": k, "env_steps": 100 * k, **periodic["metatest"]}
+            (folder / "evaluations" / f"iteration-{k:06d}.json").write_text(json.dumps(record))
+        return folder / "result.json", result
+
+    runs = [
+        run("a", "ML1", 0, 3, success=True),
+        run("b", "ML1", 1, 2, success=True),
+        run("c", "Vel", 0, 2, success=False),
+        run("d", "Bare", 0, 0, success=False),  # no periodic meta-test: no plot
+    ]
+    pngs = plots.learning_curve_plots(runs)
+    assert list(pngs) == ["learning_ML1.png", "learning_Vel.png"]
+    width, height = (int(plots.PANEL_SIZE[0] * plots.DPI), int(plots.PANEL_SIZE[1] * plots.DPI))
+    ml1 = imread(io.BytesIO(pngs["learning_ML1.png"]), format="png")
+    vel = imread(io.BytesIO(pngs["learning_Vel.png"]), format="png")
+    assert ml1.shape[:2] == (height, 2 * width)  # success and return
+    assert vel.shape[:2] == (height, width)  # return only
+    assert [e["env_steps"] for e in plots.periodic_metatests(runs[0][0])] == [100, 200, 300]
+    # given with their paths, results get their learning curves in every plot set
+    assert "learning_ML1.png" in plots.render_plots(runs)
+    assert "learning_ML1.png" not in plots.render_plots([result for _, result in runs])

@@ -1,4 +1,5 @@
-"""Adaptation-curve plots from result files (PNG, drawn with matplotlib's Agg canvas).
+"""Plots from result files (PNG, drawn with matplotlib's Agg canvas): adaptation curves,
+return by task, and learning curves from the periodic meta-tests.
 
 No ``pyplot``: figures are plain :class:`matplotlib.figure.Figure` objects rendered by
 :class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`, so plotting never opens a window or
@@ -8,8 +9,10 @@ touches global matplotlib state.
 from __future__ import annotations
 
 import io
+import json
 import re
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,6 +26,7 @@ __all__ = [
     "DPI",
     "PANEL_SIZE",
     "adaptation_plots",
+    "learning_curve_plots",
     "plot_filename",
     "render_plots",
     "return_by_task_plots",
@@ -224,8 +228,85 @@ def return_by_task_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     }
 
 
+def periodic_metatests(result_path: Path) -> list[dict[str, Any]]:
+    """The meta-tests a run made during training (``--eval-every``), from the
+    ``evaluations/iteration-*.json`` beside its ``result.json``, in order of iteration."""
+    files = sorted((result_path.parent / "evaluations").glob("iteration-*.json"))
+    return [json.loads(path.read_text()) for path in files]
+
+
+def _plot_learning(benchmark: str, runs: list[tuple[Result, list[dict[str, Any]]]]) -> bytes:
+    with_success = any(
+        e["aggregate"].get("test_episode_success_rate") is not None
+        for _, evals in runs
+        for e in evals
+    )
+    panels = [("test_return", "return_per_episode", "return")]
+    if with_success:
+        panels.insert(0, ("test_episode_success_rate", "success_rate_per_episode", "success"))
+    fig = Figure(
+        figsize=(PANEL_SIZE[0] * len(panels), PANEL_SIZE[1]), dpi=DPI, layout="constrained"
+    )
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (post_key, curve_key, name) in zip(axes, panels, strict=True):
+        for i, (result, evals) in enumerate(runs):
+            config, color = result["config"], f"C{i}"
+            steps = [e["env_steps"] for e in evals]
+            post = [e["aggregate"].get(post_key, np.nan) for e in evals]
+            pre = [(e["aggregate"].get(curve_key) or [np.nan])[0] for e in evals]
+            label = f"{config['algorithm']} seed {config['seed']}"
+            ax.plot(steps, post, color=color, marker="o", markersize=3, label=f"{label}: test")
+            ax.plot(steps, pre, color=color, linestyle=":", label=f"{label}: first episode")
+            final = result["metatest"]["aggregate"]
+            if final.get(post_key) is not None:  # the final meta-test, on every test task
+                ax.plot([result["env_steps"]], [final[post_key]], color=color, marker="*",
+                        markersize=12, linestyle="none")  # fmt: skip
+        ax.set_xlabel("environment steps of meta-training")
+        ax.set_ylabel(f"meta-test {name}")
+        ax.grid(alpha=0.3)
+        if name == "success":
+            ax.set_ylim(-0.05, 1.05)
+    axes[0].legend(loc="best", fontsize="small")
+    n_tasks = sorted({e["aggregate"].get("n_tasks") for _, evals in runs for e in evals})
+    fig.suptitle(
+        f"{benchmark}: meta-test during training on {'/'.join(map(str, n_tasks))} test tasks "
+        f"(dots: after adapting; dotted: first exploration episode; star: final meta-test on all "
+        f"test tasks)",
+        fontsize="small",
+    )
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+def learning_curve_plots(runs: Iterable[tuple[Path, Result]]) -> dict[str, bytes]:
+    """Per benchmark with periodic meta-tests, a PNG ``learning_<benchmark>.png``: each run's
+    success rate (where reported) and return after adapting, and in its first exploration
+    episode, against the environment steps of meta-training, ending in its final meta-test.
+    The gap between the two lines is what adapting buys. Sorted by benchmark."""
+    by_benchmark: dict[str, list[tuple[Result, list[dict[str, Any]]]]] = {}
+    for path, result in runs:
+        evals = periodic_metatests(path)
+        if evals:
+            by_benchmark.setdefault(result["config"]["benchmark"], []).append((result, evals))
+    return {
+        plot_filename(benchmark).replace("adaptation_", "learning_", 1): _plot_learning(
+            benchmark,
+            sorted(group, key=lambda r: (r[0]["config"]["algorithm"], r[0]["config"]["seed"])),
+        )
+        for benchmark, group in sorted(by_benchmark.items())
+    }
+
+
 def render_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
-    """Every plot of ``results`` by file name: the adaptation curves, then the return-by-task
-    plots (write them with :func:`metabench.harness.generated.write_generated`)."""
+    """Every plot of ``results`` by file name: the adaptation curves, the return-by-task plots,
+    then the learning curves of results given with their paths (write them with
+    :func:`metabench.harness.generated.write_generated`)."""
     results = list(results)
-    return {**adaptation_plots(results), **return_by_task_plots(results)}
+    with_paths = [item for item in results if isinstance(item, tuple)]
+    return {
+        **adaptation_plots(results),
+        **return_by_task_plots(results),
+        **learning_curve_plots(with_paths),
+    }
