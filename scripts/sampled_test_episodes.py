@@ -1,0 +1,43 @@
+"""Meta-test a run's checkpoint with sampled test episodes where its algorithm takes the mode.
+
+A check of what the mode costs: everything else is the run's own meta-test (``load_run``), on
+the first ``--test-tasks`` of its test tasks. Prints the return and success rate per episode of
+the trial::
+
+    .venv/bin/python scripts/sampled_test_episodes.py RUN_DIR --test-tasks 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+
+from metabench.harness.loading import load_run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", help="a directory written by metabench train")
+    parser.add_argument("--test-tasks", type=int, default=None, help="the first N test tasks")
+    args = parser.parse_args()
+    run = load_run(args.run_dir)
+    algorithm = run.algorithm
+    if not hasattr(algorithm, "config") or "deterministic_test" not in vars(algorithm.config):
+        parser.error(f"{run.config['algorithm']} has no deterministic_test option")
+    algorithm.config = dataclasses.replace(algorithm.config, deterministic_test=False)
+    result = run.evaluator(args.test_tasks).evaluate(algorithm, run.workers)
+    aggregate = result.to_dict()["aggregate"]
+    print(
+        json.dumps(
+            {
+                "n_tasks": aggregate["n_tasks"],
+                "return_per_episode": [round(x, 1) for x in aggregate["return_per_episode"]],
+                "success_rate_per_episode": aggregate.get("success_rate_per_episode"),
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
