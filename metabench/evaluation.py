@@ -37,6 +37,7 @@ import numpy as np
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.data import EpisodeBatch, EpisodeRecorder
+from metabench.metaworld_count import CountedEpisode, MetaWorldCount, metaworld_count, task_class
 from metabench.tasks.base import Task
 from metabench.validation import check_count, renamed_keyword
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
@@ -143,6 +144,11 @@ class TaskResult:
     :param episode_lengths: number of steps of each episode.
     :param episode_successes: whether any step of each episode reported ``info["success"]``;
         ``None`` if the env reports no success at all (HalfCheetah).
+    :param episode_success_steps: the step (from 1) of each episode's first success, ``None``
+        where none succeeded: its length where an episode ends at its first success, as in
+        Meta-World's evaluation (``None`` if success is not reported).
+    :param episode_returns_to_success: each episode's return up to and including its first
+        success (its whole return where none succeeded).
     """
 
     task_index: int
@@ -151,6 +157,8 @@ class TaskResult:
     episode_returns: list[float]
     episode_lengths: list[int]
     episode_successes: list[bool] | None = None
+    episode_success_steps: list[int | None] | None = None
+    episode_returns_to_success: list[float] | None = None
 
     def restore_task(self) -> Task:
         """The recorded task as a value ``set_task`` accepts."""
@@ -180,9 +188,28 @@ class TaskResult:
             return None
         return _mean([float(s) for s in self.episode_successes[self.n_exploration_eps :]])
 
+    def counted_test_episodes(self) -> list[CountedEpisode] | None:
+        """The test episodes as Meta-World's evaluation ends them, at their first success
+        (``None`` without first-success steps)."""
+        if self.episode_success_steps is None or self.episode_returns_to_success is None:
+            return None
+        first = self.n_exploration_eps
+        return [
+            CountedEpisode(length, False, ret)
+            if step is None
+            else CountedEpisode(step, True, to_success)
+            for length, ret, step, to_success in zip(
+                self.episode_lengths[first:],
+                self.episode_returns[first:],
+                self.episode_success_steps[first:],
+                self.episode_returns_to_success[first:],
+                strict=True,
+            )
+        ]
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict; the derived ``test_*`` entries are for readers, not read back."""
-        return {
+        record = {
             "task_index": self.task_index,
             "task": self.task,
             "n_exploration_eps": self.n_exploration_eps,
@@ -194,6 +221,10 @@ class TaskResult:
             "test_return": self.test_return,
             "test_success": self.test_success,
         }
+        if self.episode_success_steps is not None:  # results from before these keep their form
+            record["episode_success_steps"] = list(self.episode_success_steps)
+            record["episode_returns_to_success"] = list(self.episode_returns_to_success or [])
+        return record
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskResult:
@@ -205,6 +236,8 @@ class TaskResult:
             episode_returns=[float(r) for r in data["episode_returns"]],
             episode_lengths=[int(n) for n in data["episode_lengths"]],
             episode_successes=None if successes is None else [bool(s) for s in successes],
+            episode_success_steps=data.get("episode_success_steps"),
+            episode_returns_to_success=data.get("episode_returns_to_success"),
         )
 
 
@@ -220,9 +253,11 @@ class MetaTestResult:
     * :attr:`test_success_rate`: the fraction of tasks that **succeeded after adaptation, a task
       counting as a success if any of its test episodes succeeded** (an episode succeeds if any
       of its steps reports ``info["success"]``);
-    * :attr:`test_episode_success_rate`: the fraction of all test episodes that succeeded. This is
-      the number Meta-World's ``metalearning_evaluation`` reports (successes / evaluation
-      episodes); with one test episode the two rates are equal;
+    * :attr:`test_episode_success_rate`: the fraction of all test episodes that succeeded (the
+      count of garage's evaluator); with one test episode the two rates are equal;
+    * :attr:`metaworld`: with ``metaworld_envs_per_class`` set, Meta-World's own count of the
+      same episodes (:mod:`metabench.metaworld_count`): the number Meta-World+ reports, higher
+      than :attr:`test_episode_success_rate`, since it counts the first episodes to end;
     * :attr:`n_env_steps`: env steps used by the whole evaluation.
 
     Success rates only count tasks whose env reports success; they are ``None`` if none does.
@@ -234,6 +269,7 @@ class MetaTestResult:
     n_test_episodes: int
     seed: int
     tasks: list[TaskResult]
+    metaworld_envs_per_class: int | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -273,7 +309,8 @@ class MetaTestResult:
 
     @property
     def test_episode_success_rate(self) -> float | None:
-        """Fraction of test episodes that succeeded, over all tasks (Meta-World's number)."""
+        """Fraction of test episodes that succeeded, over all tasks (garage's count; Meta-World's
+        is :attr:`metaworld`)."""
         tasks = self._with_success()
         if not tasks:
             return None
@@ -287,6 +324,19 @@ class MetaTestResult:
         )
 
     @property
+    def metaworld(self) -> MetaWorldCount | None:
+        """Meta-World's count of the test episodes (``None`` without ``metaworld_envs_per_class``
+        or without first-success steps)."""
+        episodes = [t.counted_test_episodes() for t in self.tasks]
+        if self.metaworld_envs_per_class is None or any(e is None for e in episodes):
+            return None
+        return metaworld_count(
+            [task_class(t.task) for t in self.tasks],
+            [e for e in episodes if e is not None],
+            self.metaworld_envs_per_class,
+        )
+
+    @property
     def n_env_steps(self) -> int:
         """Env steps taken by the evaluation, over all tasks and episodes."""
         return sum(sum(t.episode_lengths) for t in self.tasks)
@@ -294,7 +344,7 @@ class MetaTestResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict. ``aggregate`` repeats the derived numbers for readers of the file;
         :meth:`from_dict` recomputes them from ``tasks``."""
-        return {
+        record: dict[str, Any] = {
             "format": RESULT_FORMAT,
             "version": RESULT_VERSION,
             "algorithm": self.algorithm,
@@ -313,6 +363,13 @@ class MetaTestResult:
                 "n_tasks": self.n_tasks,
             },
         }
+        count = self.metaworld
+        if count is not None:  # recorded only when there is one: other results keep their form
+            record["metaworld_envs_per_class"] = self.metaworld_envs_per_class
+            record["aggregate"]["metaworld_success_rate"] = count.success_rate
+            record["aggregate"]["metaworld_return"] = count.mean_return
+            record["aggregate"]["metaworld_success_rate_per_class"] = count.success_rate_per_class
+        return record
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetaTestResult:
@@ -334,6 +391,7 @@ class MetaTestResult:
             n_test_episodes=int(data["n_test_episodes"]),
             seed=int(data["seed"]),
             tasks=[TaskResult.from_dict(t) for t in data["tasks"]],
+            metaworld_envs_per_class=data.get("metaworld_envs_per_class"),
         )
 
 
@@ -391,6 +449,7 @@ class MetaEvaluator:
         test_episodes: int | None = None,
         seed: int = 0,
         *,
+        metaworld_envs_per_class: int | None = None,
         n_exploration_eps: int | None = None,
         n_test_episodes: int | None = None,
     ) -> None:
@@ -436,6 +495,11 @@ class MetaEvaluator:
         self.test_tasks = list(test_tasks)
         self._task_json = [task_to_json(task) for task in self.test_tasks]  # fail early
         self.seed = int(seed)
+        self.metaworld_envs_per_class = (
+            None
+            if metaworld_envs_per_class is None
+            else check_count("metaworld_envs_per_class", metaworld_envs_per_class)
+        )
         self._task_env: gym.Env[Any, Any] | None = None
 
     @classmethod
@@ -518,6 +582,7 @@ class MetaEvaluator:
             n_test_episodes=self.test_episodes,
             seed=self.seed,
             tasks=results,
+            metaworld_envs_per_class=self.metaworld_envs_per_class,
         )
 
     def _run_task(
@@ -572,6 +637,7 @@ class MetaEvaluator:
         """The :class:`TaskResult` of test task ``index`` from its trial's episodes."""
         successes = [e.success for e in episodes]
         reported = any(s is not None for s in successes)
+        firsts = [next((i for i, s in enumerate(e.successes) if s), None) for e in episodes]
         return TaskResult(
             task_index=index,
             task=self._task_json[index],
@@ -579,6 +645,17 @@ class MetaEvaluator:
             episode_returns=[math.fsum(e.rewards) for e in episodes],
             episode_lengths=[len(e.rewards) for e in episodes],
             episode_successes=[bool(s) for s in successes] if reported else None,
+            episode_success_steps=(
+                [None if i is None else i + 1 for i in firsts] if reported else None
+            ),
+            episode_returns_to_success=(
+                [
+                    math.fsum(e.rewards if i is None else e.rewards[: i + 1])
+                    for e, i in zip(episodes, firsts, strict=True)
+                ]
+                if reported
+                else None
+            ),
         )
 
     @staticmethod

@@ -54,25 +54,31 @@ SECTIONS = ("env_steps", "iterations", "metatest", "metatrain", "train_evaluatio
 """The parts of ``result.json`` whose numbers the hash covers."""
 
 
-def numbers(value: Any, path: str = "") -> dict[str, float]:
-    """Every number under ``value`` by its path, without wall times: what an unchanged result
-    keeps, while fields that only describe the run (versions, commands) may be added."""
+def numbers(value: Any, path: str = "", ignore: frozenset[str] = frozenset()) -> dict[str, float]:
+    """Every number under ``value`` by its path, without wall times and keys in ``ignore``: what
+    an unchanged result keeps, while fields that only describe the run (versions, commands) may
+    be added. ``ignore`` leaves out fields a change adds, to compare with the runs before it."""
     if isinstance(value, dict):
         found: dict[str, float] = {}
         for key, item in value.items():
-            if "time" not in key and not (path == "" and key not in SECTIONS):
-                found.update(numbers(item, f"{path}/{key}"))
+            if key in ignore or "time" in key or (path == "" and key not in SECTIONS):
+                continue
+            found.update(numbers(item, f"{path}/{key}", ignore))
         return found
     if isinstance(value, list):
         return {
-            k: v for i, item in enumerate(value) for k, v in numbers(item, f"{path}/{i}").items()
+            k: v
+            for i, item in enumerate(value)
+            for k, v in numbers(item, f"{path}/{i}", ignore).items()
         }
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return {path: value}
     return {}
 
 
-def fingerprint(algorithm: str, steps: int, extra: list[str], root: Path) -> str:
+def fingerprint(
+    algorithm: str, steps: int, extra: list[str], root: Path, ignore: frozenset[str]
+) -> str:
     """The sha256 of one tiny run's numbers."""
     out = root / algorithm
     command = [
@@ -82,18 +88,23 @@ def fingerprint(algorithm: str, steps: int, extra: list[str], root: Path) -> str
     ]  # fmt: skip
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     result = json.loads((out / "result.json").read_text())
-    payload = json.dumps(numbers(result), sort_keys=True).encode()
+    payload = json.dumps(numbers(result, ignore=ignore), sort_keys=True).encode()
     return hashlib.sha256(payload).hexdigest()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=16_000, help="budget of each run")
+    parser.add_argument(
+        "--ignore", nargs="+", default=[], metavar="KEY",
+        help="leave out the numbers under these keys (fields a change adds)",
+    )  # fmt: skip
     parser.add_argument("algorithms", nargs="*", default=list(ALGORITHMS))
     args = parser.parse_args()
+    ignore = frozenset(args.ignore)
     with tempfile.TemporaryDirectory() as root:
         for algorithm in args.algorithms:
-            digest = fingerprint(algorithm, args.steps, ALGORITHMS[algorithm], Path(root))
+            digest = fingerprint(algorithm, args.steps, ALGORITHMS[algorithm], Path(root), ignore)
             print(f"{algorithm:16s} {digest}", flush=True)
 
 

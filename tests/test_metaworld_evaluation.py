@@ -400,3 +400,71 @@ def test_metaworld_evaluation_and_metabench_agree_on_every_ml1_test_goal():
         metaworld_rate,
         metabench_rate,
     )
+
+
+class FixedWaypointReach(WaypointReach):
+    """:class:`WaypointReach` with one fixed order: the same episode on the same goal, so both
+    evaluators see identical episodes and only their counting can differ."""
+
+    def get_exploration_policy(self) -> Policy:
+        policy = WaypointPolicy(np.random.default_rng(0))
+        policy.rng = FixedOrder()
+        policy.reset()
+        return policy
+
+
+class FixedOrder:
+    def permutation(self, n: int) -> np.ndarray:
+        return np.arange(n)
+
+
+@pytest.mark.metaworld
+def test_metaworld_count_reproduces_metaworlds_evaluator_with_many_sub_envs():
+    """Meta-World's ``metalearning_evaluation`` with 5 ML1 sub-envs per round, and metabench's
+    meta-test of the very tasks it drew (round by round, sub-env by sub-env) replayed through
+    :mod:`metabench.metaworld_count`: the same success rate and return. The fraction of test
+    episodes that succeed is lower: Meta-World counts the first episodes to end."""
+    from metaworld.evaluation import metalearning_evaluation
+
+    horizon, envs_per_class, rounds = 100, 5, 4
+    envs = gym.make_vec(
+        "Meta-World/ML1-test",
+        env_name=ENV_NAME,
+        meta_batch_size=envs_per_class,
+        total_tasks_per_cls=envs_per_class * rounds,
+        max_episode_steps=horizon,
+        seed=0,
+    )
+    tasks: list[Any] = []
+
+    class RecordingAgent(MetaWorldAgent):
+        def init(self) -> None:  # Meta-World has just picked each sub-env's task
+            super().init()
+            index, lists = envs.get_attr("current_task_idx"), envs.get_attr("tasks")
+            tasks.extend(lists[i][index[i]] for i in range(envs.num_envs))
+
+    success_rate, mean_return, per_class = metalearning_evaluation(
+        RecordingAgent(FixedWaypointReach(seed=0), envs),
+        envs,
+        num_evals=rounds,
+        adaptation_steps=1,
+        adaptation_episodes=1,
+        evaluation_episodes=3,
+    )
+    envs.close()
+
+    def make_env() -> gym.Env[Any, Any]:
+        from metabench.tasks.metaworld import ML1Env
+
+        return ML1Env(ENV_NAME, split="test", seed=0, horizon=horizon)
+
+    evaluator = MetaEvaluator(make_env, tasks, 1, 3, metaworld_envs_per_class=envs_per_class)
+    result = evaluator.evaluate(FixedWaypointReach(seed=0))
+    count = result.metaworld
+    assert count is not None
+    assert count.success_rate == pytest.approx(success_rate, abs=1e-12)
+    assert count.mean_return == pytest.approx(mean_return, rel=1e-9)
+    assert count.success_rate_per_class == pytest.approx(per_class)
+    per_episode = result.test_episode_success_rate
+    assert per_episode is not None and 0.1 < per_episode < 0.9  # varied: the race matters
+    assert count.success_rate > per_episode  # ... and favours the successes

@@ -174,3 +174,21 @@ def test_seeded_reset_of_the_batched_halfcheetah_redraws_tasks_it_drew():
     fresh.unwrapped.set_tasks(given)
     fresh.reset(seed=0)
     assert fresh.unwrapped.tasks == given
+
+
+def test_evaluate_says_when_a_number_of_the_record_is_not_reproduced(tmp_path, capsys):
+    out = tmp_path / "run"
+    train(RunSettings("Bandit", "rl2-ppo", 0, 192, out))
+    path = out / "result.json"
+    record = json.loads(path.read_text())
+    for task in record["metatest"]["tasks"]:  # as recorded before these fields existed
+        del task["episode_success_steps"], task["episode_returns_to_success"]
+    path.write_text(json.dumps(record))
+    capsys.readouterr()
+    evaluate(out)
+    assert "The same numbers as the run's final meta-test" in capsys.readouterr().err
+    record["metatest"]["tasks"][3]["episode_returns"][0] += 1.0  # another machine's number
+    path.write_text(json.dumps(record))
+    evaluate(out)
+    err = capsys.readouterr().err
+    assert "differ from the final meta-test" in err and "The same numbers" not in err

@@ -65,6 +65,9 @@ class BenchmarkSpec:
         all of them); the final meta-test always uses all of them.
     :param n_train_evaluation_tasks: training tasks meta-tested too, after training, for the
         meta-train success per class Meta-World reports (``[evaluation] train_tasks``; 0: none).
+    :param metaworld_envs_per_class: Meta-World only: the sub-envs per test class of
+        Meta-World's own evaluation, for its count of the meta-test
+        (:mod:`metabench.metaworld_count`; ``[evaluation] metaworld_envs_per_class``).
     :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
     :param reports_success: whether the task env reports ``info["success"]``.
     :param source: where the settings come from.
@@ -83,6 +86,7 @@ class BenchmarkSpec:
     test_goals_per_class: int | None = None
     n_periodic_test_tasks: int | None = None
     n_train_evaluation_tasks: int = 0
+    metaworld_envs_per_class: int | None = None
     metaworld: str | None = None
     reports_success: bool = False
     description: str = ""
@@ -241,7 +245,7 @@ SPLIT_SCHEMA: Schema = {
 }  # fmt: skip
 EVALUATION_SCHEMA = {
     "exploration_episodes": int, "test_episodes": int, "batched": bool, "train_tasks": int,
-    "periodic_test_tasks": int,
+    "periodic_test_tasks": int, "metaworld_envs_per_class": int,
 }  # fmt: skip
 SPLIT_KINDS = ("seed", "metaworld")
 
@@ -283,6 +287,12 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
             "test_tasks",
             "split",
         )
+    if "metaworld_envs_per_class" in evaluation and metaworld is None:
+        raise spec.error(
+            'metaworld_envs_per_class is for kind = "metaworld" only: remove it',
+            "metaworld_envs_per_class",
+            "evaluation",
+        )
     if "test_goals_per_class" in split and metaworld is None:
         raise spec.error(
             'test_goals_per_class is for kind = "metaworld" only: remove it',
@@ -294,7 +304,11 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         **({} if test_tasks == ALL else {"test_tasks": test_tasks}),
         **{key: split[key] for key in ("test_goals_per_class",) if key in split},
         **{key: evaluation[key] for key in ("exploration_episodes", "test_episodes")},
-        **{key: evaluation[key] for key in ("periodic_test_tasks",) if key in evaluation},
+        **{
+            key: evaluation[key]
+            for key in ("periodic_test_tasks", "metaworld_envs_per_class")
+            if key in evaluation
+        },
     }
     for key, value in counts.items():
         if value < 1:
@@ -319,6 +333,7 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         test_goals_per_class=split.get("test_goals_per_class"),
         n_periodic_test_tasks=evaluation.get("periodic_test_tasks"),
         n_train_evaluation_tasks=evaluation.get("train_tasks", 0),
+        metaworld_envs_per_class=evaluation.get("metaworld_envs_per_class"),
         metaworld=metaworld,
         reports_success=top.get("reports_success", False),
         description=top["description"],

@@ -36,11 +36,18 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
         table.add_row(*row, *([f"{success[k]:.2f}"] if success is not None else []))
     summary = ["", "post-adaptation", f"{result.test_return:.2f}"]
     if success is not None:
-        rate = result.test_episode_success_rate  # Meta-World's rule: per test episode
+        rate = result.test_episode_success_rate  # per test episode
         summary.append("n/a" if rate is None else f"{rate:.2f}")
     table.add_section()
     table.add_row(*summary)
     table.caption = f"{result.n_tasks} test tasks, {result.n_env_steps} environment steps"
+    count = result.metaworld
+    if count is not None:
+        table.caption += (
+            f"; Meta-World's count of the test episodes (first 3 of each class to end, "
+            f"{result.metaworld_envs_per_class} sub-envs per class): success "
+            f"{count.success_rate:.2f}, return {count.mean_return:.2f}"
+        )
     return table
 
 

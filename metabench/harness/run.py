@@ -444,4 +444,5 @@ def make_evaluator(
         spec.exploration_episodes if exploration_episodes is None else exploration_episodes,
         spec.test_episodes if test_episodes is None else test_episodes,
         seed=seed,
+        metaworld_envs_per_class=spec.metaworld_envs_per_class,
     )

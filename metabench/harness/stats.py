@@ -182,6 +182,9 @@ class Summary:
     task_noise: float | None = None
     """The meta-test's own noise: half the width of a bootstrap interval over the test tasks of
     one run (its post-adaptation return), averaged over seeds."""
+    metaworld_success: Interval | None = None
+    """Meta-World's own count of the test episodes (``metaworld_success_rate``, the number
+    Meta-World+ reports; :mod:`metabench.metaworld_count`), over the seeds that record it."""
 
 
 def _metatrain_return(result: Result) -> float | None:
@@ -194,8 +197,8 @@ def _metatrain_return(result: Result) -> float | None:
 
 
 def episode_success_rate(aggregate: Mapping[str, Any]) -> float | None:
-    """The success rate a table reports: the fraction of test episodes that succeeded, Meta-World's
-    rule (``metaworld.evaluation``); a run recorded before it was stored gives its per-task rate."""
+    """The success rate a table reports: the fraction of test episodes that succeeded (garage's
+    count); a run recorded before it was stored gives its per-task rate."""
     rate = aggregate.get("test_episode_success_rate", aggregate.get("test_success_rate"))
     return None if rate is None else float(rate)
 
@@ -242,6 +245,7 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
             None if p is None else a["test_return"] - p
             for p, a in zip(pre, aggregates, strict=True)
         )
+        counted = _finite(a.get("metaworld_success_rate") for a in aggregates)
         widths = _finite(
             (i.high - i.low) / 2 for i in (test_task_interval(run, confidence) for run in runs)
         )
@@ -265,6 +269,7 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
                 pre_return=bootstrap_ci(_finite(pre), confidence) if _finite(pre) else None,
                 adaptation_gain=bootstrap_ci(gains, confidence) if gains else None,
                 task_noise=float(np.mean(widths)) if widths else None,
+                metaworld_success=bootstrap_ci(counted, confidence) if counted else None,
             )
         )
     return summaries
@@ -303,21 +308,26 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
         f"{MIN_SEEDS_FOR_IQM} seeds. Pre-adaptation: the exploration episodes; post-adaptation: "
         f"the test episodes after `adapt_policy`; gain: post minus pre. ± test tasks: half the "
         f"width of a {pct} bootstrap interval over the test tasks of one run (the meta-test's "
-        f"own noise), averaged over seeds.",
+        f"own noise), averaged over seeds. Meta-test success: the fraction of test episodes "
+        f"that succeeded; Meta-World's count (Meta-World benchmarks): the same episodes counted "
+        f"as Meta-World's evaluator counts them, the first 3 of each class to end (the number "
+        f"Meta-World+ reports, higher).",
     ]
     for benchmark in sorted({s.benchmark for s in summaries}):
+        rows = [s for s in summaries if s.benchmark == benchmark]
+        counted = any(s.metaworld_success is not None for s in rows)
         lines += [
             "",
             f"### {benchmark}",
             "",
             "| algorithm | seeds | env steps | wall time | meta-train return | "
             "pre-adaptation return | post-adaptation return | ± test tasks | gain | "
-            "IQM return | meta-test success | IQM success |",
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            "IQM return | meta-test success | IQM success |"
+            + (" Meta-World's count |" if counted else ""),
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+            + (" --- |" if counted else ""),
         ]
-        for s in summaries:
-            if s.benchmark != benchmark:
-                continue
+        for s in rows:
             iqm_return = "—" if s.test_return_iqm is None else format_number(s.test_return_iqm, 2)
             if s.test_success is None:
                 iqm_success = "n/a"
@@ -332,6 +342,7 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
                 f"{format_number(s.task_noise, 2)} | {_interval(s.adaptation_gain, 2)} | "
                 f"{iqm_return} | "
                 f"{_interval(s.test_success, 3)} | {iqm_success} |"
+                + (f" {_interval(s.metaworld_success, 3)} |" if counted else "")
             )
     return "\n".join(lines) + "\n"
 
@@ -359,6 +370,9 @@ CSV_COLUMNS = (
     "adaptation_gain_low",
     "adaptation_gain_high",
     "test_task_noise",
+    "metaworld_success_mean",
+    "metaworld_success_low",
+    "metaworld_success_high",
 )
 """Columns of :func:`summary_csv`."""
 
@@ -398,6 +412,7 @@ def summary_csv(summaries: Sequence[Summary]) -> str:
                 _cell(None if s.pre_return is None else s.pre_return.mean),
                 *(_cell(v) for v in s.adaptation_gain or (math.nan,) * 3),
                 _cell(s.task_noise),
+                *(_cell(v) for v in s.metaworld_success or (math.nan,) * 3),
             ]
         )
     return out.getvalue()
