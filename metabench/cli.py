@@ -430,8 +430,13 @@ def error_line(error: Exception) -> str | None:
     from metabench.harness.algorithms import load_algorithms
     from metabench.harness.plugins import user_code_error
     from metabench.harness.run import RunError
+    from metabench.harness.specfiles import SpecError
 
-    third_party = [entry.module for entry in load_algorithms().values() if not entry.origin.shipped]
+    try:
+        algorithms = list(load_algorithms().values())
+    except SpecError:  # the specs changed since the command started: no algorithm to blame
+        algorithms = []
+    third_party = [entry.module for entry in algorithms if not entry.origin.shipped]
     from_user_code = user_code_error(error, third_party)
     if from_user_code is not None:
         return f"{from_user_code} (metabench --debug ... shows the traceback)"

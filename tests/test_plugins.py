@@ -9,16 +9,20 @@ import csv
 import hashlib
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
 from metabench.cli import main
 from metabench.harness.algorithms import clear_spec_caches, get_algorithm
+from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunError
 from metabench.harness.specfiles import SpecError, tomllib
 
 REPO = Path(__file__).resolve().parents[1]
@@ -74,7 +78,11 @@ def test_the_example_runs_end_to_end_through_its_entry_point(installed_example, 
     assert result["env_steps"] == 5 * STEPS_PER_ITERATION
     assert set(result["metatrain"]) == {"metatrain/reward_per_step", "metatrain/accepted"}
     config = result["config"]
-    assert config["hyperparameters"] == {"step_size": 0.05, "steps_per_candidate": 200}
+    assert config["hyperparameters"] == {
+        "init_std": 1.0,
+        "step_size": 0.05,
+        "steps_per_candidate": 200,
+    }
     assert config["algorithm_spec"] == {
         "spec_file": str(EXAMPLE_SPEC),
         "spec_sha256": hashlib.sha256(EXAMPLE_SPEC.read_bytes()).hexdigest(),
@@ -279,6 +287,21 @@ def test_a_state_dict_a_checkpoint_cannot_read_back_is_refused_when_saved(plugin
     assert not (out / "checkpoint.pt").exists()
 
 
+def test_a_checkpoint_holding_other_objects_says_what_they_are_when_loaded(tmp_path):
+    run = RunDirectory(tmp_path)
+    state = {"format": CHECKPOINT_FORMAT, "algorithm": {"weights": np.zeros(2)}}
+    torch.save(state, run.checkpoint_path)  # as an earlier metabench saved any state_dict()
+    with pytest.raises(RunError) as raised:
+        run.load_checkpoint()
+    assert re.fullmatch(
+        rf"checkpoint {re.escape(str(run.checkpoint_path))} holds objects other than tensors and "
+        r"plain values \(numpy\.[\w.]+\), so it was not loaded: it was written by an older "
+        r"metabench, by an algorithm whose state_dict\(\) held such objects, or is not a "
+        r"metabench checkpoint; delete it to restart the run from the beginning",
+        str(raised.value),
+    )
+
+
 def test_train_statistics_that_are_not_numbers_name_the_key(plugin, tmp_path, capsys):
     plugin("    def train(self, n):\n        super().train(n)\n"
            "        return {'metatrain/level': 'high'}\n")  # fmt: skip
@@ -343,6 +366,8 @@ def test_the_entry_point_must_name_a_package_holding_its_spec_file(
          "an attribute: write random-search = my_algorithm"),
         ("metabench.algos", "package metabench.algos holds no random-search.toml"),
         ("no_such_package", "package no_such_package cannot be imported (ModuleNotFoundError"),
+        ("shlex", "shlex is a module, not a package: name the package (a folder with "
+         "__init__.py) that holds random-search.toml"),
     ]:  # fmt: skip
         points.write_text(f"[metabench.algorithms]\nrandom-search = {value}\n")
         clear_spec_caches()

@@ -165,7 +165,7 @@ def algorithm_record(entry: AlgorithmEntry) -> dict[str, Any] | None:
     if package is None:
         package, version = providing_distribution(entry.module)
     return {
-        "spec_file": str(Path(entry.path).resolve()),
+        "spec_file": str(Path(entry.path).absolute()),
         "spec_sha256": entry.sha256,
         "registered_by": entry.origin.registered_by,
         "entry_point": entry.entry_point,
@@ -194,7 +194,7 @@ def command_environment(benchmark_path: str, entry: AlgorithmEntry) -> list[str]
         value = os.pathsep.join(map(str, folders))
         words.append(f"{SPECS_PATH_VARIABLE}={shlex.quote(value)}")
     entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    python_path = [Path(entry).absolute() for entry in entries if entry]
+    python_path = [Path(folder).absolute() for folder in entries if folder]
     module = None if entry.origin.shipped else module_file(entry.module)
     if module is not None and any(folder in module.parents for folder in python_path):
         words.append(f"PYTHONPATH={shlex.quote(os.pathsep.join(map(str, python_path)))}")

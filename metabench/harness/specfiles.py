@@ -12,6 +12,7 @@ can be found) and what to change.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import importlib.metadata
 import os
 import re
@@ -180,12 +181,18 @@ def entry_point_specs() -> list[SpecFile]:
                 f"attribute: write {point.name} = {point.module}"
             )
         try:
-            file = resources.files(point.module) / f"{point.name}.toml"
+            module = importlib.import_module(point.module)
         except Exception as error:  # ImportError, or whatever the package raises on import
             raise SpecError(
                 f"{where}: package {point.module} cannot be imported "
                 f"({type(error).__name__}: {error}): reinstall {package or 'it'}"
             ) from error
+        if not hasattr(module, "__path__"):
+            raise SpecError(
+                f"{where}: {point.module} is a module, not a package: name the package (a folder "
+                f"with __init__.py) that holds {point.name}.toml"
+            )
+        file = resources.files(module) / f"{point.name}.toml"
         if not file.is_file():
             raise SpecError(
                 f"{where}: package {point.module} holds no {point.name}.toml: ship the "

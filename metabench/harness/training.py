@@ -67,7 +67,7 @@ def evaluation_seed(seed: int, iteration: int) -> int:
     return derived_seed(seed, (EVALUATION_STREAM, iteration))
 
 
-def iteration_stats(output: Any, algorithm: str = "the algorithm") -> dict[str, float]:
+def iteration_stats(output: Any, algorithm: str) -> dict[str, float]:
     """What ``algo.train(1)`` returned (``dict[str, float]``, see
     :meth:`~metabench.algos.base.MetaRLAlgorithm.train`), its values as floats; ``None`` (an
     algorithm of an older interface) gives ``{}``.

@@ -1,9 +1,10 @@
 """random-search: an algorithm of your own, plugged into metabench without changing metabench.
 
-It meta-trains one linear policy for the whole task distribution by random search (a random
-change to the weights is kept when it scores better on the same tasks) and does not adapt: the
-floor an adaptive algorithm must beat, in a few lines. What metabench needs of it is the
-plug-in contract (README, "Your own algorithm"):
+It meta-trains one linear policy for the whole task distribution by random search: from random
+weights, a random change is kept when it scores better on the same tasks. It does not adapt, so
+at best it finds the best policy that ignores the task (on PointGoal: staying near the centre,
+which NOP's zero action does from the start). What metabench needs of it is the plug-in contract
+(README, "Your own algorithm"):
 
 - a :class:`~metabench.algos.base.MetaRLAlgorithm` that sets ``steps_per_iteration`` and
   implements ``train``, ``get_exploration_policy`` and ``adapt_policy``;
@@ -34,6 +35,7 @@ __all__ = ["IMPLEMENTATION", "LinearPolicy", "RandomSearch", "RandomSearchConfig
 class RandomSearchConfig:
     """The hyperparameters (``--set KEY=VALUE``, ``metabench list``): defaults, ranges, docs."""
 
+    init_std: float = option(1.0, "std of the initial weights", low=0.0)
     step_size: float = option(0.1, "std of each random change to a weight", low=0.0, low_open=True)
     steps_per_candidate: int = option(200, "environment steps each candidate is scored on", low=1)
 
@@ -69,7 +71,8 @@ class RandomSearch(MetaRLAlgorithm):
         self.config = config
         self.rng = np.random.default_rng(seed)
         n_features = gym.spaces.flatdim(env.observation_space) + 1
-        self.weights = np.zeros((int(np.prod(env.action_space.shape)), n_features))
+        shape = (int(np.prod(env.action_space.shape)), n_features)
+        self.weights = config.init_std * self.rng.standard_normal(shape)
         # the contract: environment steps of one train() iteration (two candidates scored)
         self.steps_per_iteration = 2 * config.steps_per_candidate
 
