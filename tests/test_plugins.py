@@ -147,6 +147,23 @@ def test_a_spec_folder_run_records_the_command_that_reproduces_it(
     assert (again["metatest"], again["metatrain"]) == (first["metatest"], first["metatrain"])
 
 
+def test_a_run_resumes_only_with_the_spec_file_it_started_with(
+    user_specs, tmp_path, monkeypatch, capsys
+):
+    path = user_specs("baselines/random-search.toml", EXAMPLE_SPEC.read_text())
+    monkeypatch.syspath_prepend(str(EXAMPLE))
+    run = tmp_path / "run"
+    assert main(train_args(run, steps=800)) == 0
+    (run / "result.json").unlink()  # as if interrupted after its last checkpoint
+    path.write_text(EXAMPLE_SPEC.read_text().replace("step_size = 0.05", "step_size = 0.05  # !"))
+    clear_spec_caches()
+    line = one_error_line(capsys, train_args(run, steps=800))
+    assert line == (
+        f"{run} holds a different run (differs in: algorithm_spec): choose another --out, or "
+        f"delete the directory to start over"
+    )
+
+
 def test_metabench_specs_naming_no_spec_folder_is_an_error(tmp_path, monkeypatch, capsys):
     missing = tmp_path / "missing"
     monkeypatch.setenv("METABENCH_SPECS", str(missing))
