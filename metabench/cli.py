@@ -111,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
         prog="metabench",
         description="Meta-RL benchmarks: task envs, RL2 and MAML, meta-test evaluation.",
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="on an error, show the full traceback instead of one line (before the command: "
+        "metabench --debug train ...)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     demo = commands.add_parser(
         "demo",
@@ -333,7 +339,7 @@ def _run(args: argparse.Namespace) -> None:
 
         run_demo(args.tasks, args.episodes_per_trial, args.seed, metaworld=not args.no_metaworld)
     elif args.command == "train":
-        from metabench.harness.run import RunSettings
+        from metabench.harness.run import RunSettings, recorded_command
         from metabench.harness.training import train
 
         out = args.out or Path("runs") / f"{args.benchmark}-{args.algorithm}-seed{args.seed}"
@@ -347,7 +353,7 @@ def _run(args: argparse.Namespace) -> None:
                 hyperparameters=dict(args.overrides),
                 eval_every=args.eval_every,
                 checkpoint_every=args.checkpoint_every,
-                command=" ".join(["metabench", *sys.argv[1:]]),
+                command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm),
                 cpus=args.cpus,
             )
         )
@@ -409,30 +415,60 @@ def _run(args: argparse.Namespace) -> None:
         evaluate(args.run_dir, args.test_tasks, args.exploration_episodes, args.test_episodes)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def error_line(error: Exception) -> str | None:
+    """The one line ``metabench: error: ...`` says for ``error``, or ``None`` for an error it
+    has no line for (a bug: the traceback is shown).
+
+    An error raised inside a third-party algorithm's code says the method, file and line it
+    came from; then metabench's own errors, which say what to change.
+    """
+    from metabench.harness.algorithms import load_algorithms
+    from metabench.harness.plugins import user_code_error
     from metabench.harness.run import RunError
     from metabench.harness.specfiles import SpecError
 
     try:
+        algorithms = list(load_algorithms().values())
+    except SpecError:  # the specs changed since the command started: no algorithm to blame
+        algorithms = []
+    third_party = [entry.module for entry in algorithms if not entry.origin.shipped]
+    from_user_code = user_code_error(error, third_party)
+    if from_user_code is not None:
+        return f"{from_user_code} (metabench --debug ... shows the traceback)"
+    if isinstance(error, KeyError) and error.args:
+        return str(error.args[0])
+    if isinstance(error, (RunError, ValueError)):  # SpecError, CorruptResultError: ValueErrors
+        return str(error)
+    if isinstance(error, OSError):  # a file that cannot be written or read: say which, and why
+        where = f"{error.filename}: " if error.filename else ""
+        return f"{where}{error.strerror or error}"
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from metabench.harness.specfiles import SpecError
+
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    try:
         parser = build_parser()
     except SpecError as error:  # a malformed envs/ or baselines/ file: say which, and where
+        if "--debug" in arguments:
+            raise
         print(f"metabench: error: {error}", file=sys.stderr)
         return 1
-    args = parser.parse_args(argv)
+    args = parser.parse_args(arguments)
 
     try:
         _run(args)
-    except (RunError, KeyError, ValueError) as error:  # CorruptResultError is a ValueError
-        message = error.args[0] if isinstance(error, KeyError) and error.args else error
-        print(f"metabench: error: {message}", file=sys.stderr)
-        return 1
-    except OSError as error:  # a file that cannot be written or read: say which, and why
-        where = f"{error.filename}: " if error.filename else ""
-        print(f"metabench: error: {where}{error.strerror or error}", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print(f"metabench: {INTERRUPTED}", file=sys.stderr)
         return 130
+    except Exception as error:
+        line = None if args.debug else error_line(error)
+        if line is None:
+            raise
+        print(f"metabench: error: {line}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -64,6 +64,8 @@ def user_specs(
     a writer of files into it."""
     from metabench.harness.algorithms import clear_spec_caches
 
+    for kind in ("envs", "baselines"):
+        (tmp_path / "specs" / kind).mkdir(parents=True)
     monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
     clear_spec_caches()
 
@@ -74,5 +76,5 @@ def user_specs(
         return path
 
     yield write
-    monkeypatch.delenv("METABENCH_SPECS")
+    monkeypatch.delenv("METABENCH_SPECS", raising=False)
     clear_spec_caches()

@@ -56,9 +56,7 @@ def test_meta_test_result_records_metaworld_count_only_with_its_setting():
             episode_lengths=[100] * 4,
             episode_successes=successes,
             episode_success_steps=steps,
-            episode_returns_to_success=[
-                100.0 if step is None else float(step) for step in steps
-            ],
+            episode_returns_to_success=[100.0 if step is None else float(step) for step in steps],
         )
 
     tasks = [
@@ -94,9 +92,7 @@ def test_tables_show_metaworlds_count_beside_the_episode_rate_where_it_is_record
             "env_steps": 10, "wall_time_s": 1.0, "metatrain": {}, "metatest": metatest,
         }  # fmt: skip
 
-    summaries = summarize(
-        [result("ML1", 0, 0.5), result("ML1", 1, 0.75), result("Vel", 0, None)]
-    )
+    summaries = summarize([result("ML1", 0, 0.5), result("ML1", 1, 0.75), result("Vel", 0, None)])
     ml1, vel = summaries
     assert ml1.metaworld_success is not None and ml1.metaworld_success.mean == 0.625
     assert ml1.test_success is not None and ml1.test_success.mean == 0.25

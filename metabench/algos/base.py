@@ -4,6 +4,7 @@ The meta-test evaluator talks only to this interface, so a user's own algorithm 
 same way as the built-in ones::
 
     class MyAlgo(MetaRLAlgorithm):
+        steps_per_iteration = 2000  # environment steps of one train() iteration
         def train(self, n_iterations: int) -> dict[str, float]: ...
         def get_exploration_policy(self) -> Policy: ...
         def adapt_policy(self, exploration_policy, exploration_episodes) -> Policy: ...
@@ -83,8 +84,11 @@ def _unchanged(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
 class MetaRLAlgorithm(abc.ABC):
     """Meta-train with :meth:`train`; meta-test with exploration, adaptation and evaluation."""
 
-    steps_per_iteration: int = 0
-    """Environment steps one :meth:`train` iteration takes (0: the algorithm does not train)."""
+    steps_per_iteration: int
+    """Environment steps one :meth:`train` iteration takes (0: the algorithm does not
+    meta-train). Every algorithm sets it (a class attribute, or in ``__init__``): the harness
+    turns a budget of environment steps into iterations with it, and refuses an algorithm that
+    does not say."""
 
     @abc.abstractmethod
     def train(self, n_iterations: int) -> dict[str, float]:

@@ -54,8 +54,10 @@ class Benchmark(Protocol):
 
 
 Builder = Callable[..., MetaRLAlgorithm]
-"""``build(spec, seed, hyperparameters, log_dir)`` makes the algorithm; a builder that also takes
-``cpus=`` (the cores the run may use, or ``None``) gets it and bounds its worker processes."""
+"""``build(spec, seed, hyperparameters, log_dir)`` makes the algorithm, which sets
+``steps_per_iteration``; a builder that also takes ``cpus=`` (the cores the run may use, or
+``None``) gets it and bounds its worker processes. The harness checks both when it loads and
+builds an algorithm (:mod:`metabench.harness.plugins`)."""
 
 
 @dataclass(frozen=True)

@@ -105,6 +105,8 @@ class NOP(MetaRLAlgorithm):
         ({}, 5)
     """
 
+    steps_per_iteration = 0  # nothing is meta-trained
+
     def __init__(
         self,
         action_space: gym.spaces.Space[Any],

@@ -13,6 +13,7 @@ import fnmatch
 import functools
 import importlib
 import inspect
+import reprlib
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,16 @@ from metabench.harness.benchmarks import (
     env_kwargs_accepted,
     load_benchmarks,
 )
-from metabench.harness.specfiles import SpecError, SpecFile, check_table, find_line, read_specs
+from metabench.harness.plugins import check_algorithm, check_implementation, import_error
+from metabench.harness.specfiles import (
+    SHIPPED,
+    SpecError,
+    SpecFile,
+    SpecOrigin,
+    check_table,
+    find_line,
+    read_specs,
+)
 from metabench.validation import Layer, recorded_config, resolve_config
 
 BASELINE_SCHEMA = {
@@ -76,10 +86,19 @@ class AlgorithmEntry:
     """``(benchmark name or glob, setting)`` in file order; every match applies, later wins."""
     profiles: tuple[tuple[str, Setting, tuple[tuple[str, Setting], ...]], ...] = ()
     """``(profile, setting, per-benchmark settings)``."""
+    origin: SpecOrigin = SHIPPED
+    """Where the spec file was found (shipped, ``METABENCH_SPECS``, an entry point)."""
+    sha256: str = ""
+    """The spec file's sha256, recorded with the runs of a third-party algorithm."""
 
     @property
     def implementation(self) -> Implementation:
         return load_implementation(self.entry_point, self.path)
+
+    @property
+    def module(self) -> str:
+        """The module that holds the implementation (the part of ``entry_point`` before ``:``)."""
+        return self.entry_point.partition(":")[0]
 
     def settings_for(self, benchmark: str) -> list[Setting]:
         """The ``[benchmarks.*]`` tables that apply to ``benchmark``, in file order."""
@@ -156,11 +175,17 @@ class AlgorithmEntry:
         log_dir: str | None,
         cpus: int | None = None,
     ) -> MetaRLAlgorithm:
-        """The algorithm, with at most ``cpus`` worker processes when its builder takes it."""
+        """The algorithm, with at most ``cpus`` worker processes when its builder takes it.
+
+        :raises SpecError: the builder returned something that breaks the plug-in contract
+            (see :func:`metabench.harness.plugins.check_algorithm`).
+        """
         build = self.implementation.build
         if cpus is not None and "cpus" in inspect.signature(build).parameters:
-            return build(spec, seed, hyperparameters, log_dir, cpus=cpus)
-        return build(spec, seed, hyperparameters, log_dir)
+            algo = build(spec, seed, hyperparameters, log_dir, cpus=cpus)
+        else:
+            algo = build(spec, seed, hyperparameters, log_dir)
+        return check_algorithm(algo, f"{self.path}: entry_point {self.entry_point!r}")
 
     def profile(self, name: str, benchmark: str) -> ProfileSettings:
         """The budget and overrides of profile ``name`` on ``benchmark``."""
@@ -183,10 +208,13 @@ class AlgorithmEntry:
 
 @functools.cache
 def load_implementation(entry_point: str, path: str = "") -> Implementation:
-    """The :class:`Implementation` that ``"module:attribute"`` names.
+    """The :class:`Implementation` that ``"module:attribute"`` names, its functions checked
+    against the plug-in contract (:func:`metabench.harness.plugins.check_implementation`).
 
     An old ``metabench.algos.registry:<name>`` still loads, with a ``FutureWarning`` naming the
     entry point to write instead.
+
+    :raises SpecError: naming ``path``, the entry point and what to change.
     """
     module_name, _, attribute = entry_point.partition(":")
     if module_name == "metabench.algos.registry":
@@ -200,15 +228,22 @@ def load_implementation(entry_point: str, path: str = "") -> Implementation:
                 stacklevel=2,
             )
             module_name, _, attribute = registry.MOVED[attribute].partition(":")
+    where = f"{path}: entry_point {entry_point!r}"
+    if not module_name or not attribute:
+        raise SpecError(f"{where} must be 'module:attribute' (e.g. 'my_algorithm:IMPLEMENTATION')")
     try:
-        implementation = getattr(importlib.import_module(module_name), attribute)
-    except (ImportError, AttributeError) as error:
-        raise SpecError(f"{path}: entry_point {entry_point!r} cannot be loaded ({error})") from None
+        module = importlib.import_module(module_name)
+    except Exception as error:  # ImportError, or whatever the module raises when imported
+        raise SpecError(f"{where} cannot be loaded: {import_error(error, module_name)}") from error
+    implementation = getattr(module, attribute, None)
+    if implementation is None:
+        raise SpecError(f"{where} cannot be loaded: module {module_name} has no {attribute}")
     if not isinstance(implementation, Implementation):
         raise SpecError(
-            f"{path}: entry_point {entry_point!r} is not a "
-            f"metabench.algos.implementation.Implementation"
+            f"{where} names {reprlib.repr(implementation)} ({type(implementation).__name__}), "
+            f"not a metabench.algos.implementation.Implementation: export one (see the README)"
         )
+    check_implementation(implementation, where)
     return implementation
 
 
@@ -279,7 +314,7 @@ def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmE
         profiles.append((profile, setting, per_benchmark))
     return AlgorithmEntry(
         spec.name, top["description"], top["source"], top["entry_point"], cpus, spec.path,
-        tuple(benchmarks), tuple(profiles),
+        tuple(benchmarks), tuple(profiles), spec.origin, spec.sha256,
     )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from metabench.harness.run import (
     RunPlan,
     benchmark_for,
     build_algorithm,
+    check_algorithm_known,
     metatest_workers,
 )
 
@@ -89,6 +90,7 @@ def load_run(path: str | Path) -> LoadedRun:
     config = run.read_config()
     if config is None:
         raise RunError(f"{run.path} is not a metabench run directory (no config.json)")
+    check_algorithm_known(config)
     spec = benchmark_for(config["benchmark"], config["algorithm"])
     tasks = tuple(task_from_json(task) for task in config["test_tasks"])
     algorithm = build_algorithm(spec, config, None)

@@ -23,6 +23,7 @@ import io
 import json
 import os
 import pickle
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -33,9 +34,10 @@ import torch
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json
-from metabench.harness.algorithms import get_algorithm
+from metabench.harness.algorithms import get_algorithm, load_algorithms
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
+from metabench.harness.plugins import algorithm_record, command_environment, how_to_make_known
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.tasks.base import Task
 from metabench.validation import check_count, renamed_keyword
@@ -222,11 +224,14 @@ class RunDirectory:
             return None
         try:
             state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError:
+        except pickle.UnpicklingError as error:
+            found = re.search(r"GLOBAL ([\w.]+)", str(error))
+            what = f" ({found.group(1)})" if found else ""
             raise RunError(
                 f"checkpoint {self.checkpoint_path} holds objects other than tensors and plain "
-                f"values (an older metabench format, or not a metabench checkpoint), so it was "
-                f"not loaded: delete it to restart the run from the beginning"
+                f"values{what}, so it was not loaded: it was written by an older metabench, by "
+                f"an algorithm whose state_dict() held such objects, or is not a metabench "
+                f"checkpoint; delete it to restart the run from the beginning"
             ) from None
         except Exception as error:  # torch raises many kinds on a damaged file
             raise RunError(
@@ -240,10 +245,53 @@ class RunDirectory:
             )
         return state
 
-    def save_checkpoint(self, state: dict[str, Any]) -> None:
-        buffer = io.BytesIO()
-        torch.save({"format": CHECKPOINT_FORMAT, **state}, buffer)
-        atomic_write_bytes(self.checkpoint_path, buffer.getvalue())
+    def save_checkpoint(self, state: dict[str, Any], algorithm: str = "the algorithm") -> None:
+        """Write ``state`` (``algorithm``: the algorithm's ``state_dict()``), once it is known
+        that :meth:`load_checkpoint` can read it back.
+
+        :param algorithm: the algorithm's class name, for the error.
+        :raises RunError: naming the entry of ``state_dict()`` that a checkpoint cannot hold.
+        """
+        data = _weights_only_bytes({"format": CHECKPOINT_FORMAT, **state})
+        if data is None:
+            where, value = _unreadable(state["algorithm"], f"{algorithm}.state_dict()")
+            kind = type(value)
+            raise RunError(
+                f"{where} is a {kind.__module__}.{kind.__qualname__}, which a checkpoint cannot "
+                f"hold: checkpoints hold only tensors and plain values (numbers, strings, bools, "
+                f"None, and lists, tuples and dicts of them) so that loading one runs no code; "
+                f"convert it in state_dict() (torch.as_tensor, .tolist(), int) and back in "
+                f"load_state_dict()"
+            )
+        atomic_write_bytes(self.checkpoint_path, data)
+
+
+def _weights_only_bytes(value: Any) -> bytes | None:
+    """``value`` saved by ``torch.save``, or ``None`` if ``torch.load(weights_only=True)`` (what
+    :meth:`RunDirectory.load_checkpoint` uses) cannot read it back."""
+    buffer = io.BytesIO()
+    try:
+        torch.save(value, buffer)
+        torch.load(io.BytesIO(buffer.getvalue()), map_location="cpu", weights_only=True)
+    except Exception:  # pickling errors of every kind, and the weights-only refusal
+        return None
+    return buffer.getvalue()
+
+
+def _unreadable(value: Any, where: str) -> tuple[str, Any]:
+    """The innermost entry of ``value`` (and its place, ``where[...]``) that a checkpoint cannot
+    hold; ``value`` itself when none of its entries is to blame."""
+    if isinstance(value, dict):
+        items: list[tuple[Any, Any]] = list(value.items())
+        for key, _ in items:
+            if _weights_only_bytes(key) is None:
+                return f"a key of {where}", key
+    else:
+        items = list(enumerate(value)) if isinstance(value, (list, tuple)) else []
+    for key, item in items:
+        if _weights_only_bytes(item) is None:
+            return _unreadable(item, f"{where}[{key!r}]")
+    return where, value
 
 
 @dataclass(frozen=True)
@@ -365,7 +413,32 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         config["train_evaluation_tasks"] = [task_to_json(task) for task in train_tasks]
     if settings.cpus is not None:
         config["cpus"] = check_count("--cpus", settings.cpus)
+    record = algorithm_record(entry)
+    if record is not None:  # a third-party algorithm: where its code came from
+        config["algorithm_spec"] = record
     return spec, json.loads(json.dumps(config)), test_tasks  # as config.json will read back
+
+
+def recorded_command(argv: Sequence[str], benchmark: str, algorithm: str) -> str:
+    """The command line of ``metabench argv`` that reproduces a run in a plain shell: with
+    ``METABENCH_SPECS=...`` (and ``PYTHONPATH=...``) in front when the run needs them."""
+    entry = get_algorithm(algorithm)
+    environment = command_environment(get_benchmark(benchmark).path, entry)
+    return " ".join([*environment, "metabench", *argv])
+
+
+def check_algorithm_known(config: dict[str, Any]) -> None:
+    """Raise :class:`RunError` when the third-party algorithm a run recorded (``config.json``'s
+    ``algorithm_spec``) is not known here, saying what it was trained with and how to make it
+    known. Runs of an unknown algorithm without that record are left to the look-up's error."""
+    record = config.get("algorithm_spec")
+    if record is None or config["algorithm"] in load_algorithms():
+        return
+    raise RunError(
+        f"algorithm {config['algorithm']!r} of this run is not known: it was trained with "
+        f"{record['spec_file']} (sha256 {record['spec_sha256']}), implemented by "
+        f"{record['entry_point']}; to evaluate it, {how_to_make_known(record)}"
+    )
 
 
 def benchmark_for(benchmark: str, algorithm: str) -> BenchmarkSpec:

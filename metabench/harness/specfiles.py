@@ -3,12 +3,17 @@
 The specs live in the top-level ``envs/`` and ``baselines/`` folders of a clone; a wheel carries
 the same files as ``metabench/specs/envs`` and ``metabench/specs/baselines`` (copied there by
 ``setup.py``). ``METABENCH_SPECS`` adds folders of your own (``os.pathsep``-separated, each with
-``envs/`` and/or ``baselines/`` inside), so a new benchmark or algorithm needs no change to the
-package. Every error names the file (and the line, where one can be found) and what to change.
+``envs/`` and/or ``baselines/`` inside), and installed packages add algorithms through entry
+points of the ``metabench.algorithms`` group (see :func:`entry_point_specs`), so a new benchmark
+or algorithm needs no change to the package. Every error names the file (and the line, where one
+can be found) and what to change.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.metadata
 import os
 import re
 import sys
@@ -26,10 +31,36 @@ else:  # pragma: no cover - Python 3.10
 
 SPECS_PATH_VARIABLE = "METABENCH_SPECS"
 KINDS = ("envs", "baselines")
+ENTRY_POINT_GROUP = "metabench.algorithms"
+"""The entry-point group through which an installed package adds algorithms."""
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")
+"""What a benchmark's or an algorithm's name (its file's name) may be: it is typed on the command
+line and becomes part of run directories."""
 
 
 class SpecError(ValueError):
     """A spec file is malformed or inconsistent; the message names the file and the fix."""
+
+
+@dataclass(frozen=True)
+class SpecOrigin:
+    """Where a spec file was found, recorded with the runs of a third-party algorithm.
+
+    :param registered_by: ``"metabench"`` (shipped with the package),
+        ``"METABENCH_SPECS=<folder>"``, or ``"<group> entry point <name> = <package>"``.
+    :param package: the distribution whose entry point registered the file, and its version.
+    """
+
+    registered_by: str = "metabench"
+    package: str | None = None
+    version: str | None = None
+
+    @property
+    def shipped(self) -> bool:
+        return self.registered_by == "metabench"
+
+
+SHIPPED = SpecOrigin()
 
 
 @dataclass(frozen=True)
@@ -40,6 +71,12 @@ class SpecFile:
     path: str
     text: str
     data: dict[str, Any]
+    origin: SpecOrigin = SHIPPED
+
+    @property
+    def sha256(self) -> str:
+        """The sha256 of the file's bytes (its text is read without translating newlines)."""
+        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
     def error(self, message: str, key: str | None = None, table: str | None = None) -> SpecError:
         """A :class:`SpecError` prefixed with ``file:line`` (the line of ``key`` when found)."""
@@ -71,6 +108,31 @@ def _key_pattern(key: str) -> str:
     return r"""["']?""" + re.escape(key) + r"""["']?"""
 
 
+def specs_variable_folders() -> list[Path]:
+    """The folders ``METABENCH_SPECS`` names, as absolute paths.
+
+    :raises SpecError: an entry that is not a folder, or a folder with neither ``envs/`` nor
+        ``baselines/`` inside (``METABENCH_SPECS`` pointing at ``baselines/`` itself).
+    """
+    folders = []
+    for extra in os.environ.get(SPECS_PATH_VARIABLE, "").split(os.pathsep):
+        if not extra:
+            continue
+        folder = Path(extra).absolute()
+        if not folder.is_dir():
+            raise SpecError(
+                f"{SPECS_PATH_VARIABLE} names {extra}, which is not a folder: create it, or "
+                f"remove it from {SPECS_PATH_VARIABLE}"
+            )
+        if not any((folder / kind).is_dir() for kind in KINDS):
+            raise SpecError(
+                f"{SPECS_PATH_VARIABLE} names {extra}, which holds neither envs/ nor baselines/: "
+                f"point {SPECS_PATH_VARIABLE} at the folder that holds them"
+            )
+        folders.append(folder)
+    return folders
+
+
 def spec_dirs(kind: str) -> list[Traversable]:
     """The folders holding ``kind`` (``envs`` or ``baselines``) specs, built-in first."""
     if kind not in KINDS:
@@ -80,38 +142,97 @@ def spec_dirs(kind: str) -> list[Traversable]:
         folders: list[Traversable] = [installed]
     else:  # a clone (or an editable install of one): the top-level folder beside the package
         folders = [Path(str(resources.files("metabench"))).parent / kind]
-    for extra in os.environ.get(SPECS_PATH_VARIABLE, "").split(os.pathsep):
-        if extra and (Path(extra) / kind).is_dir():
-            folders.append(Path(extra) / kind)
+    folders += [folder / kind for folder in specs_variable_folders() if (folder / kind).is_dir()]
     return folders
 
 
-def read_spec_file(name: str, path: str, text: str) -> SpecFile:
-    """Parse one TOML file; malformed TOML raises :class:`SpecError` with file and line."""
+def read_spec_file(name: str, path: str, text: str, origin: SpecOrigin = SHIPPED) -> SpecFile:
+    """Parse one TOML file; malformed TOML or a name that cannot be typed on the command line
+    raises :class:`SpecError` with file and line."""
+    if not NAME.fullmatch(name):
+        raise SpecError(
+            f"{path}: {name!r} cannot be a name (the file's name, without .toml, is the name of "
+            f"its benchmark or algorithm): rename the file to letters, digits and . _ + -"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"{path}: malformed TOML: {error}: fix the syntax there") from None
-    return SpecFile(name, path, text, data)
+    return SpecFile(name, path, text, data, origin)
 
 
-def read_specs(kind: str) -> dict[str, SpecFile]:
-    """Every ``*.toml`` of ``kind``, by name; two files with one name is an error."""
-    specs: dict[str, SpecFile] = {}
+def entry_point_specs() -> list[SpecFile]:
+    """The algorithm spec files installed packages register: an entry point ``name = package``
+    of the ``metabench.algorithms`` group is the file ``name.toml`` inside ``package`` (package
+    data), and ``name`` is the algorithm's name.
+
+    :raises SpecError: an entry point that names an attribute, a package that cannot be
+        imported, or one without the file; each names the entry point and its distribution.
+    """
+    specs = []
+    for point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        package = None if point.dist is None else point.dist.name
+        version = None if point.dist is None else point.dist.version
+        registered_by = f"{ENTRY_POINT_GROUP} entry point {point.name} = {point.value}"
+        where = f"{registered_by} (of {f'{package} {version}' if package else 'a package'})"
+        if point.attr:
+            raise SpecError(
+                f"{where}: an entry point names the package that holds {point.name}.toml, not an "
+                f"attribute: write {point.name} = {point.module}"
+            )
+        try:
+            module = importlib.import_module(point.module)
+        except Exception as error:  # ImportError, or whatever the package raises on import
+            raise SpecError(
+                f"{where}: package {point.module} cannot be imported "
+                f"({type(error).__name__}: {error}): reinstall {package or 'it'}"
+            ) from error
+        if not hasattr(module, "__path__"):
+            raise SpecError(
+                f"{where}: {point.module} is a module, not a package: name the package (a folder "
+                f"with __init__.py) that holds {point.name}.toml"
+            )
+        file = resources.files(module) / f"{point.name}.toml"
+        if not file.is_file():
+            raise SpecError(
+                f"{where}: package {point.module} holds no {point.name}.toml: ship the "
+                f"algorithm's spec file in the package (package data), named after the entry point"
+            )
+        origin = SpecOrigin(registered_by, package, version)
+        text = file.read_bytes().decode("utf-8")
+        specs.append(read_spec_file(point.name, str(file), text, origin))
+    return specs
+
+
+def _folder_specs(kind: str) -> list[SpecFile]:
+    """Every ``*.toml`` of the folders of ``kind``, shipped first."""
+    variable = {str(folder / kind): folder for folder in specs_variable_folders()}
+    specs = []
     for folder in spec_dirs(kind):
         if not folder.is_dir():
             continue
+        extra = variable.get(str(folder))
+        origin = SHIPPED if extra is None else SpecOrigin(f"{SPECS_PATH_VARIABLE}={extra}")
         for entry in sorted(folder.iterdir(), key=lambda item: item.name):
-            if not entry.name.endswith(".toml"):
-                continue
-            name = entry.name.removesuffix(".toml")
-            spec = read_spec_file(name, str(entry), entry.read_text(encoding="utf-8"))
-            if name in specs:
-                raise SpecError(
-                    f"{spec.path}: {kind} spec {name!r} is also defined in {specs[name].path}: "
-                    f"rename one of them"
-                )
-            specs[name] = spec
+            if entry.name.endswith(".toml"):
+                name = entry.name.removesuffix(".toml")
+                text = entry.read_bytes().decode("utf-8")
+                specs.append(read_spec_file(name, str(entry), text, origin))
+    return specs
+
+
+def read_specs(kind: str) -> dict[str, SpecFile]:
+    """Every spec of ``kind``, by name: the folders' ``*.toml`` and, for algorithms, the files
+    of installed entry points; two files with one name is an error."""
+    specs: dict[str, SpecFile] = {}
+    found = _folder_specs(kind) + (entry_point_specs() if kind == "baselines" else [])
+    for spec in found:
+        if spec.name in specs:
+            raise SpecError(
+                f"{spec.path}: {kind} spec {spec.name!r} is also defined in "
+                f"{specs[spec.name].path}: rename one of them"
+            )
+        specs[spec.name] = spec
     if not specs:
         raise SpecError(
             f"no {kind} specs found in {', '.join(map(str, spec_dirs(kind)))}: reinstall metabench"

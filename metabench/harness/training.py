@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -68,13 +69,34 @@ def evaluation_seed(seed: int, iteration: int) -> int:
     return derived_seed(seed, (EVALUATION_STREAM, iteration))
 
 
-def iteration_stats(output: Any) -> dict[str, float]:
+def iteration_stats(output: Any, algorithm: str) -> dict[str, float]:
     """What ``algo.train(1)`` returned (``dict[str, float]``, see
-    :meth:`~metabench.algos.base.MetaRLAlgorithm.train`), its values as floats; anything else
-    (an algorithm of an older interface returning ``None``) gives ``{}``."""
-    if isinstance(output, dict):
-        return {str(key): float(value) for key, value in output.items()}
-    return {}
+    :meth:`~metabench.algos.base.MetaRLAlgorithm.train`), its values as floats; ``None`` (an
+    algorithm of an older interface) gives ``{}``.
+
+    :param algorithm: who returned it, for errors (e.g. ``RandomSearch``).
+    :raises ValueError: ``output`` is not a dict, or holds a value that is not a number (named
+        by its key).
+    """
+    if output is None:
+        return {}
+    if not isinstance(output, dict):
+        raise ValueError(
+            f"{algorithm}.train() returned a {type(output).__name__}: return a dict of numbers "
+            f"keyed metatrain/<name> ({{}} when there are none)"
+        )
+    stats = {}
+    for key, value in output.items():
+        try:
+            if isinstance(value, (str, bytes)):
+                raise TypeError
+            stats[str(key)] = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(
+                f"{algorithm}.train() returned {key!r}: {value!r} ({type(value).__name__}), "
+                f"which is not a number: return numbers only"
+            ) from None
+    return stats
 
 
 def train(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
@@ -118,6 +140,7 @@ def _train_locked(
         console.print(f"{run.result_path} was corrupt (moved to {run.corrupt_path}): re-running")
 
     start, wall_before, last_stats = 0, 0.0, {}
+    not_finite: set[str] = set()  # statistics already warned about
     state = run.load_checkpoint()
     if state is not None:
         remove_temporaries(run.path)  # writes cut off when the last process was killed
@@ -148,7 +171,16 @@ def _train_locked(
             info="",
         )
         for iteration in range(start + 1, n_iterations + 1):
-            last_stats = iteration_stats(algo.train(1))
+            last_stats = iteration_stats(algo.train(1), type(algo).__name__)
+            for key in sorted(k for k, v in last_stats.items() if not math.isfinite(v)):
+                if key not in not_finite:  # once per statistic: the first iteration it happens
+                    not_finite.add(key)
+                    console.print(
+                        f"metabench: warning: {type(algo).__name__}.train() returned {key} = "
+                        f"{last_stats[key]} at iteration {iteration}; result.json stores it "
+                        f"as null",
+                        markup=False, highlight=False, soft_wrap=True,
+                    )  # fmt: skip
             env_steps = iteration * per_iteration
             for key, value in last_stats.items():
                 writer.add_scalar(key, value, env_steps)
@@ -177,7 +209,8 @@ def _train_locked(
                         "algorithm": algo.state_dict(),
                         "wall_time": wall_before + time.perf_counter() - began,
                         "metatrain": last_stats,
-                    }
+                    },
+                    type(algo).__name__,
                 )
             average = last_stats.get(
                 "metatrain/average_return", last_stats.get("metatrain/post_update_return")

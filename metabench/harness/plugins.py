@@ -1,0 +1,210 @@
+"""The plug-in contract: what metabench checks of an algorithm's Python side, and what it records
+about an algorithm it does not ship.
+
+An algorithm is a spec file (``baselines/<name>.toml``, in a ``METABENCH_SPECS`` folder, or
+registered by a package's ``metabench.algorithms`` entry point) whose ``entry_point`` names an
+:class:`~metabench.algos.implementation.Implementation`. Each check ends in a one-line error that
+names the file and what to change:
+
+- when the implementation is loaded: its module imports, and its functions take the arguments
+  metabench passes them (:func:`check_implementation`);
+- when the algorithm is built, before a run writes anything: it is a
+  :class:`~metabench.algos.base.MetaRLAlgorithm` that says how many environment steps one
+  ``train()`` iteration takes (:func:`check_algorithm`);
+- every iteration: ``train()`` returns numbers (:func:`metabench.harness.training.iteration_stats`);
+- every checkpoint: ``state_dict()`` holds only what a checkpoint can read back
+  (:meth:`metabench.harness.run.RunDirectory.save_checkpoint`).
+
+The runs of such an algorithm record where it came from (:func:`algorithm_record`), and an error
+raised inside its code names the method, file and line it came from (:func:`user_code_error`).
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import inspect
+import os
+import shlex
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.implementation import Implementation
+from metabench.harness.specfiles import SPECS_PATH_VARIABLE, SpecError, specs_variable_folders
+
+if TYPE_CHECKING:
+    from metabench.harness.algorithms import AlgorithmEntry
+
+ARGUMENTS = {
+    "defaults": ("spec",),
+    "build": ("spec", "seed", "hyperparameters", "log_dir"),
+    "check": ("hyperparameters",),
+    "check_benchmark": ("spec", "hyperparameters"),
+}
+"""The arguments metabench passes to each function of an :class:`Implementation`."""
+
+
+def check_implementation(implementation: Implementation, where: str) -> None:
+    """Raise :class:`SpecError` (prefixed ``where``) if a function of ``implementation`` cannot
+    be called with the arguments metabench passes it (:data:`ARGUMENTS`)."""
+    for field, names in ARGUMENTS.items():
+        function = getattr(implementation, field)
+        if function is None:
+            continue
+        if not callable(function):
+            raise SpecError(f"{where}: its {field} is a {type(function).__name__}, not a function")
+        try:
+            signature = inspect.signature(function)
+        except (TypeError, ValueError):  # a built-in such as dict: nothing to check
+            continue
+        try:
+            signature.bind(*names)
+        except TypeError:
+            raise SpecError(
+                f"{where}: its {field} takes {signature} but is called as "
+                f"{field}({', '.join(names)}): give it those arguments"
+            ) from None
+
+
+def check_algorithm(algo: Any, where: str) -> MetaRLAlgorithm:
+    """``algo`` (what a builder returned), or :class:`SpecError` (prefixed ``where``) if it is not
+    a :class:`MetaRLAlgorithm` or does not set ``steps_per_iteration`` to an integer >= 0:
+    without it, ``--steps`` cannot be turned into ``train()`` iterations."""
+    if not isinstance(algo, MetaRLAlgorithm):
+        raise SpecError(
+            f"{where}: its build returned a {type(algo).__name__}, not a "
+            f"metabench.algos.base.MetaRLAlgorithm: return an instance of your subclass"
+        )
+    name = type(algo).__name__
+    steps = getattr(algo, "steps_per_iteration", None)
+    if steps is None:
+        raise SpecError(
+            f"{where}: {name} does not set steps_per_iteration, so --steps cannot say how many "
+            f"train() iterations to run: set it to the environment steps one iteration takes "
+            f"(0 if {name} does not meta-train)"
+        )
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise SpecError(
+            f"{where}: {name}.steps_per_iteration must be an int >= 0, got {steps!r} "
+            f"({type(steps).__name__})"
+        )
+    return algo
+
+
+def import_error(error: BaseException, module: str) -> str:
+    """Why ``module`` did not import, in one line, with the fix where there is one."""
+    missing = error.name if isinstance(error, ModuleNotFoundError) else None
+    if missing and (module == missing or module.startswith(f"{missing}.")):
+        return (
+            f"no module named {missing!r}: install the package that holds it, or add the "
+            f"folder that holds it to PYTHONPATH"
+        )
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not frame.filename.startswith("<")  # importlib's own frames
+    ]
+    where = f" ({shown_path(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {first_line(error)}{where}"
+
+
+def user_code_error(error: BaseException, modules: Iterable[str]) -> str | None:
+    """``error in <method> (<file>:<line>): <type>: <message>`` when ``error`` came out of the
+    code of ``modules`` (third-party algorithms' modules; any module of their top-level
+    packages), else ``None``.
+
+    ``<method>`` is the first function of that code on the way down (``adapt_policy``,
+    ``train``, the builder, ...), ``<file>:<line>`` the last line of it the error passed through.
+    """
+    packages = {module.split(".")[0] for module in modules} - {"metabench"}
+    frames = [
+        (frame, line)
+        for frame, line in traceback.walk_tb(error.__traceback__)
+        if str(frame.f_globals.get("__name__", "")).split(".")[0] in packages
+    ]
+    if not frames:
+        return None
+    method = frames[0][0].f_code.co_name
+    last, line = frames[-1]
+    where = f"{shown_path(last.f_code.co_filename)}:{line}"
+    return f"error in {method} ({where}): {type(error).__name__}: {first_line(error)}"
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def shown_path(filename: str) -> str:
+    """``filename`` relative to the working folder when it lies inside it."""
+    relative = os.path.relpath(filename)
+    return filename if relative.startswith("..") else relative
+
+
+def providing_distribution(module: str) -> tuple[str | None, str | None]:
+    """The installed distribution that holds ``module`` and its version (``None, None`` for a
+    module found through ``PYTHONPATH`` or the working folder)."""
+    names = importlib.metadata.packages_distributions().get(module.split(".")[0], [])
+    if not names:
+        return None, None
+    return names[0], importlib.metadata.version(names[0])
+
+
+def algorithm_record(entry: AlgorithmEntry) -> dict[str, Any] | None:
+    """What ``config.json`` records of a third-party algorithm, so that a reader can find and
+    check its code: the spec file with its sha256, what registered the file, the
+    implementation's entry point and the package that provides it with its version (``None``
+    where there is none). ``None`` for the algorithms metabench ships (its version and git
+    revision in the provenance say it)."""
+    if entry.origin.shipped:
+        return None
+    package, version = entry.origin.package, entry.origin.version
+    if package is None:
+        package, version = providing_distribution(entry.module)
+    return {
+        "spec_file": str(Path(entry.path).absolute()),
+        "spec_sha256": entry.sha256,
+        "registered_by": entry.origin.registered_by,
+        "entry_point": entry.entry_point,
+        "package": package,
+        "package_version": version,
+    }
+
+
+def how_to_make_known(record: dict[str, Any]) -> str:
+    """What makes the algorithm of ``record`` (:func:`algorithm_record`) known again."""
+    if record["registered_by"].startswith(f"{SPECS_PATH_VARIABLE}="):
+        module = record["entry_point"].partition(":")[0]
+        return f"set {record['registered_by']} and make {module} importable"
+    version = f"=={record['package_version']}" if record["package_version"] else ""
+    return f"install {record['package']}{version} (its {record['registered_by']})"
+
+
+def command_environment(benchmark_path: str, entry: AlgorithmEntry) -> list[str]:
+    """``VARIABLE=value`` words a plain shell needs to reproduce a run of ``entry`` on the
+    benchmark read from ``benchmark_path``: ``METABENCH_SPECS`` when either spec file came from
+    there, ``PYTHONPATH`` when the algorithm's module is found through it."""
+    words = []
+    folders = specs_variable_folders()
+    paths = [Path(benchmark_path).absolute(), Path(entry.path).absolute()]
+    if any(folder in path.parents for folder in folders for path in paths):
+        value = os.pathsep.join(map(str, folders))
+        words.append(f"{SPECS_PATH_VARIABLE}={shlex.quote(value)}")
+    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
+    python_path = [Path(folder).absolute() for folder in entries if folder]
+    module = None if entry.origin.shipped else module_file(entry.module)
+    if module is not None and any(folder in module.parents for folder in python_path):
+        words.append(f"PYTHONPATH={shlex.quote(os.pathsep.join(map(str, python_path)))}")
+    return words
+
+
+def module_file(module: str) -> Path | None:
+    """The file ``module`` would be imported from (``None`` if it cannot be found)."""
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):  # a parent package that is missing, or a bad name
+        return None
+    return None if found is None or found.origin is None else Path(found.origin).absolute()
