@@ -52,6 +52,19 @@ def make_ml1_test_env() -> gym.Env[Any, Any]:
     return ML1Env(ENV_NAME, split="test", seed=0, horizon=H)
 
 
+def recording_agent(envs: Any, tasks: list[Any]) -> type[MetaWorldAgent]:
+    """A :class:`MetaWorldAgent` that appends each sub-env's task to ``tasks`` as Meta-World
+    starts a round, in sub-env order."""
+
+    class RecordingAgent(MetaWorldAgent):
+        def init(self) -> None:  # Meta-World has just picked each sub-env's task
+            super().init()
+            index, lists = envs.get_attr("current_task_idx"), envs.get_attr("tasks")
+            tasks.extend(lists[i][index[i]] for i in range(envs.num_envs))
+
+    return RecordingAgent
+
+
 def run_metaworld(meta_batch_size: int, num_evals: int = 2):
     """Meta-World's evaluation of zero-action NOP; returns its output, the agent and the tasks."""
     from metaworld.evaluation import metalearning_evaluation
@@ -66,14 +79,8 @@ def run_metaworld(meta_batch_size: int, num_evals: int = 2):
     )
     tasks: list[Any] = []
 
-    class RecordingAgent(MetaWorldAgent):
-        def init(self) -> None:  # Meta-World has just picked each sub-env's task
-            super().init()
-            index, lists = envs.get_attr("current_task_idx"), envs.get_attr("tasks")
-            tasks.extend(lists[i][index[i]] for i in range(envs.num_envs))
-
     algo = CountingNOP(envs.single_action_space)
-    agent = RecordingAgent(algo, envs)
+    agent = recording_agent(envs, tasks)(algo, envs)
     output = metalearning_evaluation(
         agent,
         envs,
@@ -364,14 +371,8 @@ def test_metaworld_evaluation_and_metabench_agree_on_every_ml1_test_goal():
     )
     tasks: list[Any] = []
 
-    class RecordingAgent(MetaWorldAgent):
-        def init(self) -> None:  # Meta-World has just picked the round's task
-            super().init()
-            index, lists = envs.get_attr("current_task_idx"), envs.get_attr("tasks")
-            tasks.append(lists[0][index[0]])
-
     metaworld_rate, _, _ = metalearning_evaluation(
-        RecordingAgent(WaypointReach(seed=1), envs),
+        recording_agent(envs, tasks)(WaypointReach(seed=1), envs),
         envs,
         num_evals=goals,
         adaptation_steps=1,
@@ -437,14 +438,8 @@ def test_metaworld_count_reproduces_metaworlds_evaluator_with_many_sub_envs():
     )
     tasks: list[Any] = []
 
-    class RecordingAgent(MetaWorldAgent):
-        def init(self) -> None:  # Meta-World has just picked each sub-env's task
-            super().init()
-            index, lists = envs.get_attr("current_task_idx"), envs.get_attr("tasks")
-            tasks.extend(lists[i][index[i]] for i in range(envs.num_envs))
-
     success_rate, mean_return, per_class = metalearning_evaluation(
-        RecordingAgent(FixedWaypointReach(seed=0), envs),
+        recording_agent(envs, tasks)(FixedWaypointReach(seed=0), envs),
         envs,
         num_evals=rounds,
         adaptation_steps=1,
