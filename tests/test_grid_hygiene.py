@@ -34,6 +34,15 @@ def test_a_cell_runs_with_the_cores_its_baseline_declares(tmp_path):
     assert command[command.index("--cpus") + 1] == "2" == str(get_algorithm("maml-trpo").cpus)
 
 
+def test_a_cell_on_a_machine_with_fewer_cores_than_declared_uses_them_all(tmp_path, monkeypatch):
+    """metabench train refuses --cpus beyond the machine's cores: a cell asks for what there is
+    (it runs alone then, as the executors already schedule it)."""
+    (maml,) = plan(["PointGoal"], ["maml-trpo"], [0], "quick", tmp_path)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    command = maml.command()
+    assert maml.cpus == 2 and command[command.index("--cpus") + 1] == "1"
+
+
 def test_cpus_is_recorded_and_a_run_uses_one_torch_thread_on_any_machine(tmp_path, monkeypatch):
     threads = []
     monkeypatch.setattr(torch, "get_num_threads", lambda: 64)
