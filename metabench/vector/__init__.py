@@ -312,6 +312,7 @@ __all__ = [
     "MetaBatchSlot",
     "MetaBatchVecEnv",
     "MetaBatchVectorEnv",
+    "ShardedSubprocVecEnv",
     "VectorBackend",
     "make_meta_vec_env",
 ]
