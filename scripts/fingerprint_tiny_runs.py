@@ -12,6 +12,15 @@ Each run is ``metabench train`` on PointGoal (CEM and CMA-ES: HalfCheetahVel) on
 budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update (its own settings
 are for Meta-World only). The hash covers every number of ``result.json``'s training and
 meta-test sections except wall times.
+
+``--benchmark`` runs them on another benchmark instead of PointGoal. A change of PointGoal's own
+protocol moves its fingerprints; to show that the code still computes the same numbers, put a
+copy of the former ``envs/PointGoal.toml`` under another name in a folder of your own, and
+compare ``METABENCH_SPECS=<folder> ... --benchmark <name>`` with the fingerprints made before
+(algorithms with ``[benchmarks.PointGoal]`` settings need those under the new name too)::
+
+    METABENCH_SPECS=/tmp/old .venv/bin/python scripts/fingerprint_tiny_runs.py \
+        --benchmark PointGoalOld > /tmp/after.txt
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from typing import Any
 
 ALGORITHMS = {
     "nop": [],
-    # policy search needs more exploration episodes than PointGoal gives: HalfCheetahVel's 10
+    # policy search on HalfCheetahVel (PointGoal gave one exploration episode, too few)
     "cem": ["--benchmark", "HalfCheetahVel"],
     "cmaes": ["--benchmark", "HalfCheetahVel"],
     "multitask": [],
@@ -48,7 +57,7 @@ ALGORITHMS = {
     ],
 }
 """Each algorithm and the ``metabench train`` arguments its tiny run adds (a later
-``--benchmark`` replaces PointGoal)."""
+``--benchmark`` replaces the script's)."""
 
 SECTIONS = ("env_steps", "iterations", "metatest", "metatrain", "train_evaluation")
 """The parts of ``result.json`` whose numbers the hash covers."""
@@ -72,11 +81,11 @@ def numbers(value: Any, path: str = "") -> dict[str, float]:
     return {}
 
 
-def fingerprint(algorithm: str, steps: int, extra: list[str], root: Path) -> str:
+def fingerprint(algorithm: str, benchmark: str, steps: int, extra: list[str], root: Path) -> str:
     """The sha256 of one tiny run's numbers."""
     out = root / algorithm
     command = [
-        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "PointGoal",
+        sys.executable, "-m", "metabench.cli", "train", "--benchmark", benchmark,
         "--algorithm", algorithm, "--seed", "3", "--steps", str(steps), "--cpus", "1",
         "--out", str(out), *extra,
     ]  # fmt: skip
@@ -89,11 +98,15 @@ def fingerprint(algorithm: str, steps: int, extra: list[str], root: Path) -> str
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=16_000, help="budget of each run")
+    parser.add_argument(
+        "--benchmark", default="PointGoal", help="the runs' benchmark (CEM, CMA-ES: HalfCheetahVel)"
+    )
     parser.add_argument("algorithms", nargs="*", default=list(ALGORITHMS))
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as root:
         for algorithm in args.algorithms:
-            digest = fingerprint(algorithm, args.steps, ALGORITHMS[algorithm], Path(root))
+            extra = ALGORITHMS[algorithm]
+            digest = fingerprint(algorithm, args.benchmark, args.steps, extra, Path(root))
             print(f"{algorithm:16s} {digest}", flush=True)
 
 

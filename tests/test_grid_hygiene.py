@@ -105,12 +105,14 @@ def test_cpus_bounds_the_sharded_metaworld_workers_on_a_64_core_machine(monkeypa
 
 
 @pytest.mark.parametrize(("algorithm", "name"), [("cem", "CEM"), ("cmaes", "CMA-ES")])
-def test_a_search_that_could_never_update_is_refused_at_resolve_time(tmp_path, algorithm, name):
-    # PointGoal gives one exploration episode; a generation needs at least two
-    with pytest.raises(ValueError, match=f"{name} on PointGoal: one generation") as error:
-        plan(["PointGoal"], [algorithm], [0], "quick", tmp_path)
+def test_a_search_that_could_never_update_is_refused_at_resolve_time(
+    tmp_path, algorithm, name, short_point_goal
+):
+    # PointGoalShort gives one exploration episode; a generation needs at least two
+    with pytest.raises(ValueError, match=f"{name} on PointGoalShort: one generation") as error:
+        plan([short_point_goal], [algorithm], [0], "quick", tmp_path)
     assert "raise [evaluation] exploration_episodes to at least 2" in str(error.value)
-    assert not (tmp_path / "PointGoal").exists()
+    assert not (tmp_path / short_point_goal).exists()
 
 
 def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
