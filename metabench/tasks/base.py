@@ -14,7 +14,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -50,11 +50,17 @@ class EzPickleWithTask(utils.EzPickle):
     copy is a fresh env with the same task: the running episode and the random generator's state
     are not carried over, so ``reset(seed=s)`` on the copy repeats the original's.
 
-    Put it first among the bases of an env that has ``task``, ``set_task`` and ``_task_drawn``
-    (the task protocol) and calls ``EzPickle.__init__`` with its constructor's arguments.
+    For an env with the task protocol (``task``, ``set_task``, ``_task_drawn``) that calls
+    ``EzPickle.__init__`` with its constructor's arguments, in place of ``EzPickle``.
     """
 
-    _task_drawn: bool
+    if TYPE_CHECKING:  # the task protocol of the env it is mixed into
+        _task_drawn: bool
+
+        @property
+        def task(self) -> Task: ...
+
+        def set_task(self, task: Task) -> None: ...
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "task": self.task, "task_drawn": self._task_drawn}
@@ -66,13 +72,6 @@ class EzPickleWithTask(utils.EzPickle):
         if task is not None:
             self.set_task(task)
             self._task_drawn = drawn
-
-    @property
-    def task(self) -> Task:
-        raise NotImplementedError
-
-    def set_task(self, task: Task) -> None:
-        raise NotImplementedError
 
 
 def check_action(action: Any, space: gym.spaces.Space[Any]) -> np.ndarray:
