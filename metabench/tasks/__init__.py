@@ -1,8 +1,9 @@
 """Task envs and task samplers: what a task is and where tasks come from.
 
-The protocol and the samplers (:mod:`metabench.tasks.base`) and the toys (:mod:`~.toy`) load
-with the package; the HalfCheetah envs (MuJoCo) and Meta-World's are imported the first time
-one of their names is used, since ``import metabench`` imports this package to register its ids.
+The protocol and the samplers (:mod:`metabench.tasks.base`) and the toys
+(:mod:`metabench.tasks.toy`) load with the package; the HalfCheetah envs (MuJoCo) and
+Meta-World's are imported the first time one of their names is used, since ``import metabench``
+imports this package to register its ids.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ _ON_FIRST_USE = {
 
 
 def __getattr__(name: str) -> Any:
+    """Import the module of a name of :data:`_ON_FIRST_USE` when the name is first asked for."""
     if name in _ON_FIRST_USE:
         return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
