@@ -13,11 +13,11 @@ budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update (it
 are for Meta-World only). The hash covers every number of ``result.json``'s training and
 meta-test sections except wall times.
 
-``--benchmark`` runs them on another benchmark instead of PointGoal. A change of PointGoal's own
-protocol moves its fingerprints; to show that the code still computes the same numbers, put a
-copy of the former ``envs/PointGoal.toml`` under another name in a folder of your own, and
-compare ``METABENCH_SPECS=<folder> ... --benchmark <name>`` with the fingerprints made before
-(algorithms with ``[benchmarks.PointGoal]`` settings need those under the new name too)::
+``--benchmark`` runs them on another benchmark instead of PointGoal, for instance one of your own
+through ``METABENCH_SPECS``. A change of PointGoal's protocol moves its fingerprints; a copy of
+the former ``envs/PointGoal.toml`` under another name shows whether the code still computes the
+same numbers (algorithms with ``[benchmarks.PointGoal]`` settings need them under the copy's
+name too, and the MAML budgets below are set for the present PointGoal)::
 
     METABENCH_SPECS=/tmp/old .venv/bin/python scripts/fingerprint_tiny_runs.py \
         --benchmark PointGoalOld > /tmp/after.txt
@@ -41,9 +41,10 @@ ALGORITHMS = {
     "cmaes": ["--benchmark", "HalfCheetahVel"],
     "multitask": [],
     "oracle": [],
-    "maml-trpo": [],
-    "maml-vpg": [],
-    "maml-ppo": [],
+    # two iterations of their PointGoal settings (20 tasks x 20 or 10 episodes x 100 steps x 2)
+    "maml-trpo": ["--steps", "160000"],
+    "maml-vpg": ["--steps", "80000"],
+    "maml-ppo": ["--steps", "80000"],
     "rl2-ppo": [],
     "rl2-ppo-tuned": [],
     "rl2-trpo": [],
@@ -57,7 +58,7 @@ ALGORITHMS = {
     ],
 }
 """Each algorithm and the ``metabench train`` arguments its tiny run adds (a later
-``--benchmark`` replaces the script's)."""
+``--benchmark`` or ``--steps`` replaces the script's)."""
 
 SECTIONS = ("env_steps", "iterations", "metatest", "metatrain", "train_evaluation")
 """The parts of ``result.json`` whose numbers the hash covers."""
