@@ -18,6 +18,19 @@ INTERRUPTED = "interrupted; run the same command to resume"
 """What Ctrl-C prints (exit code 130): runs and grids resume from their checkpoints."""
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Ends an option's help with ``(default: ...)``, a list as it is typed (``0 1``), unless
+    there is no default to show (a required option, ``None``, an empty list) or the help
+    already says what it is."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default in (None, []) or "default" in (action.help or ""):
+            return action.help
+        if isinstance(action.default, list):
+            return f"{action.help} (default: {' '.join(map(str, action.default))})"
+        return super()._get_help_string(action)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are one line (``metabench train: error: ...``)."""
 
@@ -44,6 +57,18 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def machine_cpus(text: str) -> int:
+    """An argparse type for ``--cpus``: a positive integer, at most this machine's cores (a
+    larger one is a typo or another machine's count, and would be recorded as the run's)."""
+    value = positive_int(text)
+    cores = os.cpu_count() or 1
+    if value > cores:
+        raise argparse.ArgumentTypeError(
+            f"{value} is more than the {cores} cores of this machine: use at most {cores}"
+        )
     return value
 
 
@@ -145,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
             "the output directory. Checkpoints are written atomically; running the same command "
             "again after an interruption resumes from the last one."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     train.add_argument(
         "--benchmark", required=True, choices=sorted(benchmarks), help="the benchmark"
@@ -183,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument(
         "--cpus",
-        type=positive_int,
+        type=machine_cpus,
         default=None,
         help="cores the run may use: bounds its worker processes and torch threads, and is "
         "recorded in config.json (metabench bench sets it from the baseline's cpus; default: no "
@@ -224,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
             "failing cells and go on, then write <results>/README.md and print the table. Run "
             "the same command again to finish an interrupted grid."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     add_renamed(
         bench, "--benchmarks", "--envs", nargs="+", default=["HalfCheetahVel"],
@@ -244,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--profile", default="quick", choices=profiles,
         help="budgets and settings from each baseline's [profiles.NAME]: quick (minutes per "
-        "cell) or paper (the published settings)",
+        "cell), reduced (the budgets of the runs in results/) or paper (the published settings)",
     )  # fmt: skip
     bench.add_argument("--results", type=Path, default=Path("runs/grid"), help="where the runs go")
     bench.add_argument(
@@ -276,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with bootstrap intervals over seeds, per-run rows, failed grid cells, commands, "
         "published references), summary.csv and plots/ in --out. Only files metabench wrote "
         "there before are replaced: a file of your own, or one you edited, is refused.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     table.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
     table.add_argument(
@@ -289,10 +314,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="plot adaptation curves (return per episode of the trial) and returns per test "
         "task from result files",
         description="One PNG per benchmark: return (and success) against episode index within "
-        "the trial, one line per algorithm, with a 95%% bootstrap band over seeds. Where a "
+        "the trial, one line per algorithm, with a 95% bootstrap band over seeds. Where a "
         "benchmark's task is one number (HalfCheetahVel's velocity), a second PNG: the "
         "post-adaptation return of each test task against that number.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     plot.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
     plot.add_argument(

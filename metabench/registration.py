@@ -8,12 +8,14 @@ made. Order enforcing is off because the envs raise their own, more specific
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from metabench.tasks.base import TaskSampler
+from metabench.validation import check_count
 from metabench.wrappers import RL2Env, Trial
 
 NAMESPACE = "metabench"
@@ -60,6 +62,16 @@ def make_rl2_env(
     return RL2Env(Trial(task_env, episodes_per_trial, sampler=sampler), reward_scale=reward_scale)
 
 
+def make_rl2_vector_env(num_envs: int, **kwargs: Any) -> gym.vector.SyncVectorEnv:
+    """``gym.make_vec``'s default for the RL2 ids: a ``SyncVectorEnv`` of :func:`make_rl2_env`
+    envs, as its ``"sync"`` mode builds (without Gymnasium's passive env checker), but with a
+    one-line ``ValueError`` for a ``num_envs`` below 1 where Gymnasium's ends in an
+    ``IndexError``. ``vectorization_mode="sync"`` or ``"async"`` gives Gymnasium's own, which
+    take ``wrappers`` and ``vector_kwargs``."""
+    check_count("num_envs", num_envs)
+    return gym.vector.SyncVectorEnv([functools.partial(make_rl2_env, **kwargs)] * num_envs)
+
+
 def register_envs() -> None:
     """Register ``metabench/<Task>-v0`` and ``metabench/RL2-<Task>-v0`` (idempotent)."""
     for name, entry_point in TASK_ENTRY_POINTS.items():
@@ -80,6 +92,7 @@ def register_envs() -> None:
         gym.register(
             id=f"{NAMESPACE}/RL2-{name}-v0",
             entry_point="metabench.registration:make_rl2_env",
+            vector_entry_point="metabench.registration:make_rl2_vector_env",
             kwargs={"task_entry_point": entry_point, **RL2_DEFAULTS[name]},
             order_enforce=False,
         )

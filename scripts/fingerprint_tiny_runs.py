@@ -12,6 +12,15 @@ Each run is ``metabench train`` on PointGoal (CEM and CMA-ES: HalfCheetahVel) on
 budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update (its own settings
 are for Meta-World only). The hash covers every number of ``result.json``'s training and
 meta-test sections except wall times.
+
+``--benchmark`` runs them on another benchmark instead of PointGoal, for instance one of your own
+through ``METABENCH_SPECS``. A change of PointGoal's protocol moves its fingerprints; a copy of
+the former ``envs/PointGoal.toml`` under another name shows whether the code still computes the
+same numbers (algorithms with ``[benchmarks.PointGoal]`` settings need them under the copy's
+name too, and the MAML budgets below are set for the present PointGoal)::
+
+    METABENCH_SPECS=/tmp/old .venv/bin/python scripts/fingerprint_tiny_runs.py \
+        --benchmark PointGoalOld > /tmp/after.txt
 """
 
 from __future__ import annotations
@@ -27,14 +36,15 @@ from typing import Any
 
 ALGORITHMS = {
     "nop": [],
-    # policy search needs more exploration episodes than PointGoal gives: HalfCheetahVel's 10
+    # policy search on HalfCheetahVel (PointGoal gave one exploration episode, too few)
     "cem": ["--benchmark", "HalfCheetahVel"],
     "cmaes": ["--benchmark", "HalfCheetahVel"],
     "multitask": [],
     "oracle": [],
-    "maml-trpo": [],
-    "maml-vpg": [],
-    "maml-ppo": [],
+    # two iterations of their PointGoal settings (20 tasks x 20 or 10 episodes x 100 steps x 2)
+    "maml-trpo": ["--steps", "160000"],
+    "maml-vpg": ["--steps", "80000"],
+    "maml-ppo": ["--steps", "80000"],
     "rl2-ppo": [],
     "rl2-ppo-tuned": [],
     "rl2-trpo": [],
@@ -48,7 +58,7 @@ ALGORITHMS = {
     ],
 }
 """Each algorithm and the ``metabench train`` arguments its tiny run adds (a later
-``--benchmark`` replaces PointGoal)."""
+``--benchmark`` or ``--steps`` replaces the script's)."""
 
 SECTIONS = ("env_steps", "iterations", "metatest", "metatrain", "train_evaluation")
 """The parts of ``result.json`` whose numbers the hash covers."""
@@ -77,12 +87,17 @@ def numbers(value: Any, path: str = "", ignore: frozenset[str] = frozenset()) ->
 
 
 def fingerprint(
-    algorithm: str, steps: int, extra: list[str], root: Path, ignore: frozenset[str]
+    algorithm: str,
+    benchmark: str,
+    steps: int,
+    extra: list[str],
+    root: Path,
+    ignore: frozenset[str],
 ) -> str:
     """The sha256 of one tiny run's numbers."""
     out = root / algorithm
     command = [
-        sys.executable, "-m", "metabench.cli", "train", "--benchmark", "PointGoal",
+        sys.executable, "-m", "metabench.cli", "train", "--benchmark", benchmark,
         "--algorithm", algorithm, "--seed", "3", "--steps", str(steps), "--cpus", "1",
         "--out", str(out), *extra,
     ]  # fmt: skip
@@ -96,6 +111,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=16_000, help="budget of each run")
     parser.add_argument(
+        "--benchmark", default="PointGoal", help="the runs' benchmark (CEM, CMA-ES: HalfCheetahVel)"
+    )
+    parser.add_argument(
         "--ignore", nargs="+", default=[], metavar="KEY",
         help="leave out the numbers under these keys (fields a change adds)",
     )  # fmt: skip
@@ -104,7 +122,8 @@ def main() -> None:
     ignore = frozenset(args.ignore)
     with tempfile.TemporaryDirectory() as root:
         for algorithm in args.algorithms:
-            digest = fingerprint(algorithm, args.steps, ALGORITHMS[algorithm], Path(root), ignore)
+            extra = ALGORITHMS[algorithm]
+            digest = fingerprint(algorithm, args.benchmark, args.steps, extra, Path(root), ignore)
             print(f"{algorithm:16s} {digest}", flush=True)
 
 

@@ -78,3 +78,33 @@ def user_specs(
     yield write
     monkeypatch.delenv("METABENCH_SPECS", raising=False)
     clear_spec_caches()
+
+
+SHORT_POINT_GOAL = """\
+description = "PointGoal at test size: horizon 20, one exploration and one test episode"
+source = "PointGoal's protocol before it followed the MAML paper's (envs/PointGoal.toml)"
+env_id = "metabench/PointGoal-v0"
+horizon = 20
+episodes_per_trial = 2
+reports_success = true
+
+[tasks]
+goal_range = [-0.5, 0.5]
+
+[split]
+kind = "seed"
+test_tasks = 20
+
+[evaluation]
+exploration_episodes = 1
+test_episodes = 1
+"""
+"""A cheap benchmark with continuous actions for runs through the harness: PointGoal's
+meta-test (20 tasks x 40 episodes x 100 steps) is too long for fast tests."""
+
+
+@pytest.fixture
+def short_point_goal(user_specs: Callable[[str, str], Path]) -> str:
+    """The name of :data:`SHORT_POINT_GOAL`, readable as a benchmark for the test."""
+    user_specs("envs/PointGoalShort.toml", SHORT_POINT_GOAL)
+    return "PointGoalShort"

@@ -98,3 +98,39 @@ def test_a_run_started_with_the_old_spelling_is_the_same_run(tmp_path, capsys):
     new = [*old[:3], "--algorithm", *old[4:]]
     assert main(new) == 0  # the finished run is found, not started again
     assert json.loads((out / "result.json").read_text())["metatest"] == first["metatest"]
+
+
+@pytest.mark.parametrize("command", ["demo", "train", "evaluate", "bench", "list", "table", "plot"])
+def test_help_shows_each_default_once_and_no_formatting_artefacts(command, capsys):
+    """No ``%%`` (argparse formats help strings, not descriptions), no ``(default: None)`` or
+    Python list for a required option, an empty list or a help that already names its default."""
+    import re
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "%%" not in text
+    assert "(default: None)" not in text and "(default: [" not in text
+    assert not re.search(r"default:[^)]*\)\s*\(default:", text)
+    if command == "bench":
+        assert "(default: rl2-ppo maml-trpo cem nop)" in text
+        assert "seeds (a seed given twice runs once) (default: 0)" in text
+    if command == "plot":
+        assert "with a 95% bootstrap band" in text
+
+
+def test_cpus_beyond_the_machine_is_refused_with_its_core_count(capsys, monkeypatch):
+    import os
+
+    from metabench.cli import build_parser
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    args = ["train", "--benchmark", "Bandit", "--algorithm", "nop", "--cpus"]
+    assert build_parser().parse_args([*args, "3"]).cpus == 3
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "4"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "metabench train: error: argument --cpus: 4 is more than the 3 cores of this machine: "
+        "use at most 3 (see metabench train --help)"
+    ]

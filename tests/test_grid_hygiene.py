@@ -34,6 +34,15 @@ def test_a_cell_runs_with_the_cores_its_baseline_declares(tmp_path):
     assert command[command.index("--cpus") + 1] == "2" == str(get_algorithm("maml-trpo").cpus)
 
 
+def test_a_cell_on_a_machine_with_fewer_cores_than_declared_uses_them_all(tmp_path, monkeypatch):
+    """metabench train refuses --cpus beyond the machine's cores: a cell asks for what there is
+    (it runs alone then, as the executors already schedule it)."""
+    (maml,) = plan(["PointGoal"], ["maml-trpo"], [0], "quick", tmp_path)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    command = maml.command()
+    assert maml.cpus == 2 and command[command.index("--cpus") + 1] == "1"
+
+
 def test_cpus_is_recorded_and_a_run_uses_one_torch_thread_on_any_machine(tmp_path, monkeypatch):
     threads = []
     monkeypatch.setattr(torch, "get_num_threads", lambda: 64)
@@ -96,12 +105,14 @@ def test_cpus_bounds_the_sharded_metaworld_workers_on_a_64_core_machine(monkeypa
 
 
 @pytest.mark.parametrize(("algorithm", "name"), [("cem", "CEM"), ("cmaes", "CMA-ES")])
-def test_a_search_that_could_never_update_is_refused_at_resolve_time(tmp_path, algorithm, name):
-    # PointGoal gives one exploration episode; a generation needs at least two
-    with pytest.raises(ValueError, match=f"{name} on PointGoal: one generation") as error:
-        plan(["PointGoal"], [algorithm], [0], "quick", tmp_path)
+def test_a_search_that_could_never_update_is_refused_at_resolve_time(
+    tmp_path, algorithm, name, short_point_goal
+):
+    # PointGoalShort gives one exploration episode; a generation needs at least two
+    with pytest.raises(ValueError, match=f"{name} on PointGoalShort: one generation") as error:
+        plan([short_point_goal], [algorithm], [0], "quick", tmp_path)
     assert "raise [evaluation] exploration_episodes to at least 2" in str(error.value)
-    assert not (tmp_path / "PointGoal").exists()
+    assert not (tmp_path / short_point_goal).exists()
 
 
 def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):

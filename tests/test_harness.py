@@ -308,10 +308,10 @@ def test_table_lists_runs_and_references_and_skips_corrupt_results(tmp_path, cap
     assert "| Bandit | nop | 0 | 0 |" in (results / "README.md").read_text()
 
 
-def test_maml_trpo_runs_through_the_same_harness(tmp_path):
+def test_maml_trpo_runs_through_the_same_harness(tmp_path, short_point_goal):
     out = tmp_path / "maml"
     overrides = {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}
-    run = RunSettings("PointGoal", "maml-trpo", 0, 2 * 160, out, hyperparameters=overrides)
+    run = RunSettings(short_point_goal, "maml-trpo", 0, 2 * 160, out, hyperparameters=overrides)
     result = train(run)
     # one iteration: 2 tasks x 2 episodes x 20 steps, before and after adaptation
     assert result["iterations"] == 2 and result["env_steps"] == 320

@@ -68,3 +68,24 @@ def test_metaworld_ids_pass_check_env(name):
     rl2 = gym.make(f"metabench/RL2-{name}-v0", **kwargs)
     obs, _ = rl2.reset(seed=0)
     assert obs.shape == (39 + 4 + 2,)
+
+
+@pytest.mark.parametrize("num_envs", [0, -2])
+def test_make_vec_of_an_rl2_id_refuses_no_sub_envs_in_one_line(num_envs):
+    """Gymnasium's SyncVectorEnv of no envs ends in an IndexError; the RL2 ids' own vector
+    entry point names the fix."""
+    with pytest.raises(ValueError, match=f"num_envs must be a positive integer, got {num_envs}"):
+        gym.make_vec("metabench/RL2-PointGoal-v0", num_envs=num_envs)
+
+
+def test_make_vec_of_an_rl2_id_steps_as_gymnasiums_sync_mode():
+    ours = gym.make_vec("metabench/RL2-PointGoal-v0", num_envs=3, horizon=4)
+    sync = gym.make_vec("metabench/RL2-PointGoal-v0", 3, vectorization_mode="sync", horizon=4)
+    assert ours.unwrapped.spec.kwargs["vectorization_mode"] == "vector_entry_point"
+    first, _ = ours.reset(seed=0)
+    np.testing.assert_array_equal(first, sync.reset(seed=0)[0])
+    actions = np.random.default_rng(0).uniform(-0.1, 0.1, size=(8, 3, 2))
+    for action in actions:  # two trials of 2 episodes of 4 steps
+        np.testing.assert_equal(ours.step(action), sync.step(action))  # infos included
+    ours.close()
+    sync.close()

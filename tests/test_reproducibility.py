@@ -39,12 +39,13 @@ def test_eval_every_does_not_change_the_result_of_rl2(tmp_path, capsys):
     assert len(list((tmp_path / "every1" / "evaluations").iterdir())) == 3
 
 
-def test_eval_every_does_not_change_the_result_of_maml(tmp_path):
+def test_eval_every_does_not_change_the_result_of_maml(tmp_path, short_point_goal):
     overrides = {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}
     results = []
     for every in (0, 1):
         out = tmp_path / f"every{every}"
-        train(RunSettings("PointGoal", "maml-trpo", 0, 320, out, overrides, eval_every=every))
+        run = RunSettings(short_point_goal, "maml-trpo", 0, 320, out, overrides, eval_every=every)
+        train(run)
         results.append(comparable(out / "result.json"))
     assert results[0]["iterations"] == 2
     assert results[1] == results[0]
@@ -54,13 +55,15 @@ def test_eval_every_does_not_change_the_result_of_maml(tmp_path):
     ("benchmark_name", "algorithm", "steps", "overrides"),
     [
         ("Bandit", "rl2-ppo", 192, {}),
-        ("PointGoal", "maml-trpo", 320, {"meta_batch_size": 2, "episodes_per_task": 2}),
+        ("short_point_goal", "maml-trpo", 320, {"meta_batch_size": 2, "episodes_per_task": 2}),
         ("Bandit", "nop", 1, {}),
     ],
 )
 def test_evaluate_gives_the_final_metatest_of_the_run(
-    tmp_path, capsys, benchmark_name, algorithm, steps, overrides
+    tmp_path, capsys, request, benchmark_name, algorithm, steps, overrides
 ):
+    if benchmark_name == "short_point_goal":  # a fixture: a short PointGoal of the test's own
+        benchmark_name = request.getfixturevalue(benchmark_name)
     out = tmp_path / "run"
     final = train(RunSettings(benchmark_name, algorithm, 0, steps, out, overrides, eval_every=1))
     assert evaluate(out).to_dict() == final["metatest"]
@@ -78,7 +81,8 @@ def states_equal(a: dict, b: dict) -> bool:
 
 def test_evaluation_streams_leave_every_training_state_as_it_was():
     spec = get_benchmark("PointGoal")
-    evaluator = make_evaluator(spec, seed=0)
+    tasks = spec.test_tasks(0)[:4]  # a short meta-test: the streams are what is tested
+    evaluator = make_evaluator(spec, 0, test_tasks=tasks, exploration_episodes=1, test_episodes=1)
     rl2 = RL2PPO(spec.env_id, config=RL2PPOConfig(meta_batch_size=2, hidden_size=8))
     before = global_rng_state()
     with rl2.evaluation_streams(5):

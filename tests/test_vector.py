@@ -121,6 +121,23 @@ def test_errors_name_the_fix():
         make_meta_vec_env("metabench/PointGoal-v0", 0)
 
 
+@pytest.mark.parametrize("processes", [False, True])
+@pytest.mark.parametrize("backend", ["sb3", "gymnasium"])
+def test_actions_for_more_or_fewer_sub_envs_are_refused(backend, processes):
+    """A row per sub-env or nothing: SB3's DummyVecEnv stepped the first rows and dropped the
+    rest. A refused step leaves the sub-envs where they were."""
+    venv = make_meta_vec_env(
+        "metabench/PointGoal-v0", 2, backend=backend, processes=processes, workers=2, **KWARGS
+    )
+    venv.reset()
+    for rows in (3, 1):
+        with pytest.raises(ValueError, match=r"for 2 sub-envs: pass one action per sub-env"):
+            venv.step(np.full((rows, 2), 0.1))
+    observations = venv.step(np.full((2, 2), 0.1))[0]
+    np.testing.assert_allclose(observations[:, :2], 0.1)  # one step from the origin
+    venv.close()
+
+
 def test_meta_batch_slot_agrees_across_slots():
     sampler = ListTaskSampler(TASKS)
     slots = [MetaBatchSlot(sampler, 3, i, seed=4) for i in range(3)]

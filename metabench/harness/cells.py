@@ -30,7 +30,9 @@ class Cell:
     overrides: tuple[tuple[str, Any], ...]
     out: Path
     cpus: int = 1
-    """CPU cores the run uses (its own process plus any worker processes that step its envs)."""
+    """CPU cores the run uses (its own process plus any worker processes that step its envs);
+    at most the cores of the machine it runs on, which ``metabench train --cpus`` refuses to
+    exceed."""
 
     @property
     def label(self) -> str:
@@ -41,7 +43,7 @@ class Cell:
             sys.executable, "-m", "metabench.cli", "train",
             "--benchmark", self.benchmark, "--algorithm", self.algorithm,
             "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
-            "--cpus", str(self.cpus),
+            "--cpus", str(min(self.cpus, os.cpu_count() or 1)),
         ]  # fmt: skip
         for key, value in self.overrides:
             command += ["--set", f"{key}={json.dumps(value)}"]

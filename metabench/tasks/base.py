@@ -14,10 +14,11 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import utils
 
 from metabench.errors import InvalidActionError, StepBeforeResetError
 from metabench.validation import check_count
@@ -37,6 +38,40 @@ class TaskEnv(Protocol):
     def set_task(self, task: Task) -> None:
         """Switch to ``task``; takes effect at the next ``reset``."""
         ...
+
+
+class EzPickleWithTask(utils.EzPickle):
+    """Gymnasium's ``EzPickle`` (a copy is the env rebuilt from its constructor's arguments) that
+    also carries the env's task, and whether the env drew it itself.
+
+    Without them a pickled or ``copy.deepcopy``-ed task env came back without its task, and its
+    next ``reset`` drew a random one; garage's ``test_pickling_keeps_goal`` asserts that a copy
+    keeps it, and worker updates and env pools copy envs this way. As with garage's envs, the
+    copy is a fresh env with the same task: the running episode and the random generator's state
+    are not carried over, so ``reset(seed=s)`` on the copy repeats the original's.
+
+    For an env with the task protocol (``task``, ``set_task``, ``_task_drawn``) that calls
+    ``EzPickle.__init__`` with its constructor's arguments, in place of ``EzPickle``.
+    """
+
+    if TYPE_CHECKING:  # the task protocol of the env it is mixed into
+        _task_drawn: bool
+
+        @property
+        def task(self) -> Task: ...
+
+        def set_task(self, task: Task) -> None: ...
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "task": self.task, "task_drawn": self._task_drawn}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        task, drawn = state.pop("task"), state.pop("task_drawn")
+        super().__setstate__(state)
+        if task is not None:
+            self.set_task(task)
+            self._task_drawn = drawn
 
 
 def check_action(action: Any, space: gym.spaces.Space[Any]) -> np.ndarray:

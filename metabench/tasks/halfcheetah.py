@@ -23,6 +23,7 @@ from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
     EpisodeGuard,
+    EzPickleWithTask,
     Task,
     check_action,
     check_n_tasks,
@@ -35,8 +36,9 @@ CTRL_COST_WEIGHT = 0.05
 OBS_DIM = 20
 
 
-class HalfCheetahTaskEnv(HalfCheetahEnv, abc.ABC):
-    """Common body of the HalfCheetah task envs: observation, horizon, task protocol."""
+class HalfCheetahTaskEnv(EzPickleWithTask, HalfCheetahEnv, abc.ABC):
+    """Common body of the HalfCheetah task envs: observation, horizon, task protocol; a pickled
+    or deep-copied env keeps its task (:class:`~metabench.tasks.base.EzPickleWithTask`)."""
 
     task_key: str = ""
 

@@ -32,6 +32,7 @@ from metaworld.types import Task as MetaWorldTask
 from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     EpisodeGuard,
+    EzPickleWithTask,
     ListTaskSampler,
     Task,
     TaskSampler,
@@ -143,8 +144,10 @@ def _observation_space(classes: Sequence[type[SawyerXYZEnv]]) -> Box:
 
 
 # -- the env -------------------------------------------------------------------------------------
-class MetaWorldTaskEnv(gym.Env[np.ndarray, np.ndarray], utils.EzPickle):
+class MetaWorldTaskEnv(EzPickleWithTask, gym.Env[np.ndarray, np.ndarray]):
     """One Gymnasium env over a Meta-World benchmark split, following the task protocol.
+
+    A pickled or deep-copied env keeps its task (:class:`~metabench.tasks.base.EzPickleWithTask`).
 
     :param benchmark: ``"ML1"``, ``"ML10"`` or ``"ML45"``.
     :param env_name: the Meta-World env of ML1 (``"reach-v3"``...); must be ``None`` otherwise.

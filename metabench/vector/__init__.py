@@ -109,6 +109,17 @@ def _make_sub_env(
     return wrapped if wrapper is None else wrapper(wrapped)
 
 
+def _check_action_rows(actions: Any, num_envs: int) -> None:
+    """Refuse a batch of actions with a row count other than the number of sub-envs (SB3's
+    ``DummyVecEnv`` would step the first ``num_envs`` rows and drop the rest unseen)."""
+    rows = np.shape(actions)[:1]
+    if rows != (num_envs,):
+        raise ValueError(
+            f"got actions of shape {np.shape(actions)} for {num_envs} sub-envs: pass one action "
+            f"per sub-env, an array of {num_envs} rows"
+        )
+
+
 class _MetaBatchControl:
     """The task controls shared by the SB3 and the Gymnasium meta-batch vector envs."""
 
@@ -186,6 +197,10 @@ class MetaBatchVecEnv(VecEnvWrapper, _MetaBatchControl):
     def reset(self) -> Any:
         return self.venv.reset()
 
+    def step_async(self, actions: np.ndarray) -> None:
+        _check_action_rows(actions, self.num_envs)
+        self.venv.step_async(actions)
+
     def step_wait(self) -> Any:
         return self.venv.step_wait()
 
@@ -217,6 +232,10 @@ class MetaBatchVectorEnv(VectorWrapper, _MetaBatchControl):
 
     def _load_sampler_states(self, states: list[dict[str, Any]]) -> None:
         self._vec.set_attr("sampler_state", states)
+
+    def step(self, actions: Any) -> Any:
+        _check_action_rows(actions, self.num_envs)
+        return self.env.step(actions)
 
 
 def make_meta_vec_env(
@@ -293,6 +312,7 @@ __all__ = [
     "MetaBatchSlot",
     "MetaBatchVecEnv",
     "MetaBatchVectorEnv",
+    "ShardedSubprocVecEnv",
     "VectorBackend",
     "make_meta_vec_env",
 ]
