@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from metabench.cli import main
 from metabench.evaluation import task_to_json
@@ -66,6 +67,8 @@ def test_nop_result_records_provenance_and_floor(tmp_path):
     for package in ("metabench", "gymnasium", "mujoco", "metaworld", "torch", "stable-baselines3"):
         assert versions[package]
     assert on_disk["provenance"]["git_revision"]
+    cpu = on_disk["provenance"]["cpu"]
+    assert cpu["torch_capability"] == torch.backends.cpu.get_cpu_capability() and cpu["model"]
     assert on_disk["config"]["seed"] == 0 and on_disk["env_steps"] == 0
     assert on_disk["wall_time_s"] > 0
     spec = get_benchmark("Bandit")

@@ -52,6 +52,17 @@ def git_revision(path: str | Path | None = None) -> str | None:
     return f"{revision}-dirty" if status else revision
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``; elsewhere ``platform.processor()``)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def provenance() -> dict[str, Any]:
     """Everything a result file records about the software and machine that produced it."""
     return {
@@ -59,7 +70,9 @@ def provenance() -> dict[str, Any]:
         "git_revision": git_revision(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        # what sets the numbers' last bits besides the code: torch's and the BLAS threads
+        # what sets the numbers' last bits besides the code: the CPU's vector instructions
+        # (torch's kernels and MuJoCo's pick theirs from it), torch's and the BLAS threads
+        "cpu": {"model": cpu_model(), "torch_capability": torch.backends.cpu.get_cpu_capability()},
         "threads": {
             "torch": torch.get_num_threads(),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
