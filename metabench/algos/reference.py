@@ -30,7 +30,12 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.implementation import Benchmark, Implementation
-from metabench.algos.sb3_common import load_training_state, rescale_actions, training_state
+from metabench.algos.sb3_common import (
+    load_training_state,
+    quiet_logger,
+    rescale_actions,
+    training_state,
+)
 from metabench.data import EpisodeBatch
 from metabench.tasks.base import Task, TaskSampler
 from metabench.validation import check_config, config_dict, option
@@ -222,6 +227,7 @@ class ReferencePPO(MetaRLAlgorithm):
             seed=seed,
             device="cpu",
         )
+        quiet_logger(self.model, tensorboard_log)
         self.iterations = 0
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:

@@ -1,5 +1,6 @@
 """What the algorithms built on Stable-Baselines3 (RL2-PPO, the oracle and multitask references)
-share: the action scale SB3's Gaussian policies start at, and what a checkpoint keeps of them."""
+share: the action scale SB3's Gaussian policies start at, their logger, and what a checkpoint keeps
+of them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
 from metabench.rng import global_rng_state, set_global_rng_state
@@ -15,10 +17,19 @@ from metabench.vector import MetaBatchVecEnv
 __all__ = [
     "UnclippedActions",
     "load_training_state",
+    "quiet_logger",
     "rescale_actions",
     "training_state",
     "unclipped_actions",
 ]
+
+
+def quiet_logger(model: OnPolicyAlgorithm, tensorboard_log: str | None) -> None:
+    """Without a TensorBoard folder, give ``model`` a logger with no outputs. SB3 would otherwise
+    configure one at every ``learn()`` call, which creates an empty ``SB3-<time>`` folder in the
+    temporary directory each time: one per training iteration here."""
+    if tensorboard_log is None:
+        model.set_logger(Logger(folder=None, output_formats=[]))
 
 
 def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:

@@ -40,6 +40,7 @@ from metabench.algos.rl2.policy import (
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.sb3_common import (
     load_training_state,
+    quiet_logger,
     rescale_actions,
     training_state,
     unclipped_actions,
@@ -433,6 +434,7 @@ class RL2(MetaRLAlgorithm):
         if config.value_baseline == "linear":
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
         self.model = self._make_model(policy_class, policy_kwargs, seed, tensorboard_log)
+        quiet_logger(self.model, tensorboard_log)
         if config.processes:  # torch's threads would spin on the cores the env workers step on
             self.model.rollout_threads = 1
         self.iterations = 0
