@@ -166,6 +166,8 @@ def test_clip_actions_decides_whether_the_raw_gaussian_sample_reaches_the_task_e
     obs, _ = env.reset(seed=0)
     for _ in range(5):
         obs = env.step(policy.get_action(obs))[0]
+        # the previous action in the RL2 observation is the one the task env received
+        np.testing.assert_allclose(obs[2:4], received[-1], rtol=1e-6)
     meta_test = np.abs(np.array(received))
     max_step = 0.1  # PointGoal's action bound; the policy's std is e, so samples pass it
     for actions in (training, meta_test):
