@@ -265,6 +265,36 @@ def test_duplicate_seeds_are_rejected() -> None:
         group_runs([simple_run("B", "x", 0, 1.0), simple_run("B", "x", 0, 2.0)])
 
 
+def with_setting(result: dict, budget: int, **hyperparameters: Any) -> dict:
+    result["config"] |= {"env_steps_budget": budget, "hyperparameters": hyperparameters}
+    return result
+
+
+def test_runs_of_different_settings_are_not_pooled_and_their_labels_name_the_difference() -> None:
+    runs = [
+        with_setting(simple_run("B", "x", 0, 1.0), 5_000_000, lr=0.1, clip=True),
+        with_setting(simple_run("B", "x", 1, 2.0), 5_000_000, lr=0.1, clip=True),
+        with_setting(simple_run("B", "x", 0, 10.0), 20_000_000, lr=0.1, clip=False, new=3),
+        with_setting(simple_run("B", "y", 0, 5.0), 1_000, lr=0.5),
+    ]
+    groups = group_runs(runs)
+    assert list(groups) == [
+        ("B", "x (2e7 steps, clip=false, new=3)"),
+        ("B", "x (5e6 steps, clip=true, new=-)"),
+        ("B", "y"),
+    ]
+    assert [r["config"]["seed"] for r in groups[("B", "x (5e6 steps, clip=true, new=-)")]] == [0, 1]
+    means = {s.algorithm: s.test_return.mean for s in summarize(runs)}
+    assert means["x (5e6 steps, clip=true, new=-)"] == pytest.approx(1.5)
+    assert means["x (2e7 steps, clip=false, new=3)"] == pytest.approx(10.0)
+
+
+def test_a_setting_label_names_a_different_meta_test_protocol() -> None:
+    one = with_setting(simple_run("B", "x", 0, 1.0), 100)
+    three = with_setting(make_result("B", "x", 0, [[0.0, 1.0, 2.0, 3.0, 4.0]]), 100)
+    assert set(group_runs([one, three])) == {("B", "x (2+1 episodes)"), ("B", "x (2+3 episodes)")}
+
+
 def success_runs(algorithm: str, rates: list[float]) -> list[dict]:
     """Seeds with 4 tasks each; ``rates[s]`` of them succeed in their test episode."""
     out = []
@@ -395,13 +425,17 @@ def test_plot_adaptation_curves_one_valid_png_per_benchmark(tmp_path: Path) -> N
         assert image.shape[:2] == (height, expected_width[benchmark])
 
 
-def test_plot_rejects_mixed_protocols(tmp_path: Path) -> None:
+def test_mixed_protocols_plot_as_separate_lines(monkeypatch) -> None:
     results = [
         make_result("B", "x", 0, [[0.0, 1.0, 2.0]], n_exploration_eps=2),
         make_result("B", "x", 1, [[0.0, 1.0]], n_exploration_eps=1),
     ]
-    with pytest.raises(ValueError, match="different lengths"):
-        plots.adaptation_plots(results)
+    drawn: list[tuple[str, int]] = []
+    monkeypatch.setattr(
+        plots, "_draw", lambda ax, curves, label, color: drawn.append((label, curves.shape[1]))
+    )
+    plots.adaptation_plots(results)
+    assert sorted(drawn) == [("x (1+1 episodes) (1 seed)", 2), ("x (2+1 episodes) (1 seed)", 3)]
 
 
 def test_task_points_pair_each_test_task_with_its_post_adaptation_return() -> None:

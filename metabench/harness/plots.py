@@ -50,19 +50,11 @@ def plot_filename(benchmark: str) -> str:
 
 def _curves(runs: Sequence[Result], key: str) -> np.ndarray | None:
     """Per seed (rows), the aggregate ``key`` at each episode index (columns); ``None`` if no
-    seed reports it."""
+    seed reports it. The seeds share one meta-test protocol (:func:`group_runs` never pools
+    different ones), so their rows have one length."""
     rows = [run["metatest"]["aggregate"].get(key) for run in runs]
     rows = [row for row in rows if row is not None]
-    if not rows:
-        return None
-    lengths = {len(row) for row in rows}
-    if len(lengths) != 1:
-        run = runs[0]["config"]
-        raise ValueError(
-            f"{run['benchmark']} / {run['algorithm']}: seeds have trials of different lengths "
-            f"{sorted(lengths)} (different meta-test protocols); plot them separately"
-        )
-    return np.asarray(rows, dtype=np.float64)
+    return np.asarray(rows, dtype=np.float64) if rows else None
 
 
 def _draw(ax: Axes, curves: np.ndarray, label: str, color: Any) -> None:

@@ -17,6 +17,7 @@ import csv
 import dataclasses
 import inspect
 import io
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -130,17 +131,71 @@ def _as_result(item: ResultLike) -> Result:
     return item
 
 
+def _setting(result: Result) -> tuple[Any, str, str]:
+    """What separates runs that must not be pooled: the env-step budget, the meta-test's
+    episodes and every recorded hyperparameter (an unrecorded one counts as its own value)."""
+    config, metatest = result["config"], result["metatest"]
+    hyperparameters = config.get("hyperparameters") or {}
+    return (
+        config.get("env_steps_budget"),
+        f"{metatest['n_exploration_eps']}+{metatest['n_test_episodes']} episodes",
+        json.dumps(hyperparameters, sort_keys=True, default=str),
+    )
+
+
+def _budget_label(steps: Any) -> str:
+    if not isinstance(steps, int | float):
+        return "budget unrecorded"
+    mantissa, exponent = f"{float(steps):.1e}".split("e")
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)} steps"
+
+
+def _setting_labels(settings: Sequence[tuple[Any, str, str]]) -> list[str]:
+    """For settings of one ``(benchmark, algorithm)`` (from :func:`_setting`), a short label for
+    each naming what differs between them: budget, the meta-test's episodes, then each
+    hyperparameter taking more than one value (``name=value``; ``-`` where a run lacks it)."""
+    budgets = {budget for budget, _, _ in settings}
+    protocols = {protocol for _, protocol, _ in settings}
+    parsed = [json.loads(hyperparameters) for _, _, hyperparameters in settings]
+    names = sorted({name for hyperparameters in parsed for name in hyperparameters})
+
+    def shown(hyperparameters: dict[str, Any], name: str) -> str:
+        return json.dumps(hyperparameters[name]) if name in hyperparameters else "-"
+
+    varying = [name for name in names if len({shown(h, name) for h in parsed}) > 1]
+    labels = []
+    for (budget, protocol, _), hyperparameters in zip(settings, parsed, strict=True):
+        parts = [_budget_label(budget)] if len(budgets) > 1 else []
+        if len(protocols) > 1:
+            parts.append(protocol)
+        parts += [f"{name}={shown(hyperparameters, name)}" for name in varying]
+        labels.append(", ".join(parts))
+    return labels
+
+
 def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Result]]:
     """Results keyed by ``(benchmark, algorithm)``, keys sorted, each list sorted by seed.
+
+    Runs of one algorithm made with different settings (budget, meta-test episodes or any
+    recorded hyperparameter) are never pooled: each setting gets its own key, the algorithm's
+    name followed by :func:`_setting_labels` in brackets, e.g. ``rl2 (5e6 steps, lr=0.001)``.
 
     :raises ValueError: if one group holds two runs with the same seed (they would be counted as
         independent samples); keep one of them, or move the other out of the results folder.
     """
-    groups: dict[tuple[str, str], list[Result]] = {}
+    by_algorithm: dict[tuple[str, str], dict[tuple[Any, str, str], list[Result]]] = {}
     for item in results:
         result = _as_result(item)
         config = result["config"]
-        groups.setdefault((str(config["benchmark"]), str(config["algorithm"])), []).append(result)
+        key = (str(config["benchmark"]), str(config["algorithm"]))
+        by_algorithm.setdefault(key, {}).setdefault(_setting(result), []).append(result)
+    groups: dict[tuple[str, str], list[Result]] = {}
+    for (benchmark, algorithm), by_setting in by_algorithm.items():
+        if len(by_setting) == 1:
+            groups[(benchmark, algorithm)] = next(iter(by_setting.values()))
+            continue
+        for label, runs in zip(_setting_labels(list(by_setting)), by_setting.values(), strict=True):
+            groups[(benchmark, f"{algorithm} ({label})")] = runs
     for key, runs in groups.items():
         runs.sort(key=lambda r: r["config"]["seed"])
         seeds = [r["config"]["seed"] for r in runs]
@@ -155,7 +210,8 @@ def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Resu
 
 @dataclasses.dataclass(frozen=True)
 class Summary:
-    """One ``(benchmark, algorithm)`` over its seeds.
+    """One ``(benchmark, algorithm)`` over its seeds (``algorithm`` carries a setting label where
+    one algorithm ran with several settings: :func:`group_runs`).
 
     Each metric is an :class:`Interval` (mean and bootstrap CI over seeds; no interval with one
     seed) or ``None`` if no seed reports it. The ``*_iqm`` fields are ``None`` with fewer than
