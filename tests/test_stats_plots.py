@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+import tomllib
+from matplotlib.axes import Axes
 from matplotlib.image import imread
 from rich.console import Console
 from scipy import stats
@@ -517,3 +519,40 @@ def test_learning_curves_come_from_the_periodic_metatests_beside_each_result(
     # given with their paths, results get their learning curves in every plot set
     assert "learning_ML1.png" in plots.render_plots(runs)
     assert "learning_ML1.png" not in plots.render_plots([result for _, result in runs])
+
+
+def test_learning_curves_name_runs_by_setting_and_draw_the_published_success(
+    tmp_path: Path, monkeypatch
+) -> None:
+    def run(name: str, seed: int, budget: int, clip: bool) -> tuple:
+        folder = tmp_path / name
+        (folder / "evaluations").mkdir(parents=True)
+        result = with_setting(
+            make_result("ML10", "rl2", seed, [[0.0, 1.0]], successes=[[False, True]]),
+            budget, clip_actions=clip,
+        )  # fmt: skip
+        periodic = make_result("ML10", "rl2", seed, [[0.0, 1.0]], successes=[[False, True]])
+        record = {"iteration": 1, "env_steps": 100, **periodic["metatest"]}
+        (folder / "evaluations" / "iteration-000001.json").write_text(json.dumps(record))
+        return folder / "result.json", result
+
+    lines: list[tuple[float, str]] = []
+    labels: list[str] = []
+    real_axhline, real_plot = Axes.axhline, Axes.plot
+    monkeypatch.setattr(
+        Axes, "axhline", lambda ax, y, **kw: lines.append((y, kw["label"])) or real_axhline(ax, y)
+    )
+    monkeypatch.setattr(
+        Axes, "plot", lambda ax, *a, **kw: labels.append(kw.get("label", "")) or real_plot(ax, *a)
+    )
+    plots.learning_curve_plots([run("a", 0, 500, True), run("b", 0, 2000, False)])
+    with open(Path(plots.__file__).parents[1] / "references.toml", "rb") as f:
+        published = {
+            (ref["algorithm"], ref["value"])
+            for ref in tomllib.load(f)["reference"]
+            if ref["benchmark"] == "ML10" and ref.get("metric") == "meta-test success rate"
+        }
+    assert published  # the Meta-World paper's RL2 and MAML numbers
+    assert {(label.split()[1].rstrip(":"), y) for y, label in lines} == published
+    assert "rl2 (5e2 steps, clip_actions=true) seed 0: test" in labels
+    assert "rl2 (2e3 steps, clip_actions=false) seed 0: test" in labels

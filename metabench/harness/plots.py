@@ -9,6 +9,7 @@ touches global matplotlib state.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import re
 from collections.abc import Iterable, Sequence
@@ -20,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from metabench.harness.references import load_references
 from metabench.harness.stats import Result, ResultLike, bootstrap_ci, group_runs
 
 __all__ = [
@@ -227,10 +229,14 @@ def periodic_metatests(result_path: Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text()) for path in files]
 
 
-def _plot_learning(benchmark: str, runs: list[tuple[Result, list[dict[str, Any]]]]) -> bytes:
+PUBLISHED_SUCCESS_METRIC = "meta-test success rate"
+"""The published numbers a learning curve's success panel draws as horizontal lines."""
+
+
+def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, Any]]]]) -> bytes:
     with_success = any(
         e["aggregate"].get("test_episode_success_rate") is not None
-        for _, evals in runs
+        for _, _, evals in runs
         for e in evals
     )
     panels = [("test_return", "return_per_episode", "return")]
@@ -242,12 +248,12 @@ def _plot_learning(benchmark: str, runs: list[tuple[Result, list[dict[str, Any]]
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (post_key, curve_key, name) in zip(axes, panels, strict=True):
-        for i, (result, evals) in enumerate(runs):
+        for i, (name_of_run, result, evals) in enumerate(runs):
             config, color = result["config"], f"C{i}"
             steps = [e["env_steps"] for e in evals]
             post = [e["aggregate"].get(post_key, np.nan) for e in evals]
             pre = [(e["aggregate"].get(curve_key) or [np.nan])[0] for e in evals]
-            label = f"{config['algorithm']} seed {config['seed']}"
+            label = f"{name_of_run} seed {config['seed']}"
             ax.plot(steps, post, color=color, marker="o", markersize=3, label=f"{label}: test")
             ax.plot(steps, pre, color=color, linestyle=":", label=f"{label}: first episode")
             final = result["metatest"]["aggregate"]
@@ -259,8 +265,9 @@ def _plot_learning(benchmark: str, runs: list[tuple[Result, list[dict[str, Any]]
         ax.grid(alpha=0.3)
         if name == "success":
             ax.set_ylim(-0.05, 1.05)
+            _draw_published(ax, benchmark)
     axes[0].legend(loc="best", fontsize="small")
-    n_tasks = sorted({e["aggregate"].get("n_tasks") for _, evals in runs for e in evals})
+    n_tasks = sorted({e["aggregate"].get("n_tasks") for _, _, evals in runs for e in evals})
     fig.suptitle(
         f"{benchmark}: meta-test during training on {'/'.join(map(str, n_tasks))} test tasks "
         f"(dots: after adapting; dotted: first exploration episode; star: final meta-test on all "
@@ -272,20 +279,43 @@ def _plot_learning(benchmark: str, runs: list[tuple[Result, list[dict[str, Any]]
     return buffer.getvalue()
 
 
+def _draw_published(ax: Axes, benchmark: str) -> None:
+    """The published meta-test success rates of ``benchmark`` as dashed horizontal lines."""
+    published = [
+        ref
+        for ref in load_references()
+        if ref.benchmark == benchmark
+        and ref.metric == PUBLISHED_SUCCESS_METRIC
+        and ref.value is not None
+    ]
+    for ref, style in zip(published, itertools.cycle(["--", "-.", ":"]), strict=False):
+        assert ref.value is not None
+        ax.axhline(
+            ref.value, color="0.4", linestyle=style, linewidth=1,
+            label=f"published {ref.algorithm}: {ref.value:.3f}, {ref.setting}\n"
+            f"({ref.source.split(',')[0]})",
+        )  # fmt: skip
+
+
 def learning_curve_plots(runs: Iterable[tuple[Path, Result]]) -> dict[str, bytes]:
     """Per benchmark with periodic meta-tests, a PNG ``learning_<benchmark>.png``: each run's
     success rate (where reported) and return after adapting, and in its first exploration
     episode, against the environment steps of meta-training, ending in its final meta-test.
-    The gap between the two lines is what adapting buys. Sorted by benchmark."""
-    by_benchmark: dict[str, list[tuple[Result, list[dict[str, Any]]]]] = {}
+    The gap between the two lines is what adapting buys. Runs are named as in the tables (with
+    their setting where one algorithm ran with several), and the success panel draws the
+    benchmark's published meta-test success rates. Sorted by benchmark."""
+    runs = list(runs)
+    names = {id(run): name for (_, name), group in group_runs(runs).items() for run in group}
+    by_benchmark: dict[str, list[tuple[str, Result, list[dict[str, Any]]]]] = {}
     for path, result in runs:
         evals = periodic_metatests(path)
         if evals:
-            by_benchmark.setdefault(result["config"]["benchmark"], []).append((result, evals))
+            by_benchmark.setdefault(result["config"]["benchmark"], []).append(
+                (names[id(result)], result, evals)
+            )
     return {
         plot_filename(benchmark).replace("adaptation_", "learning_", 1): _plot_learning(
-            benchmark,
-            sorted(group, key=lambda r: (r[0]["config"]["algorithm"], r[0]["config"]["seed"])),
+            benchmark, sorted(group, key=lambda r: (r[0], r[1]["config"]["seed"]))
         )
         for benchmark, group in sorted(by_benchmark.items())
     }

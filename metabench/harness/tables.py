@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
+from metabench.harness.references import load_references
 from metabench.harness.resultfile import (  # noqa: F401 - the result file's names, re-exported
     REQUIRED,
     RESULT_FILE,
@@ -29,25 +22,6 @@ from metabench.harness.stats import (
     per_task_success_markdown,
     summary_markdown,
 )
-
-
-@dataclass(frozen=True)
-class Reference:
-    """A published setting (and number, where one exists) to print beside ours."""
-
-    benchmark: str
-    algorithm: str
-    setting: str
-    source: str
-    metric: str | None = None
-    value: float | None = None
-
-
-def load_references() -> list[Reference]:
-    """The entries of ``metabench/references.toml``."""
-    text = resources.files("metabench").joinpath("references.toml").read_text()
-    return [Reference(**entry) for entry in tomllib.loads(text)["reference"]]
-
 
 ERROR_FILE = "error.json"
 """What ``metabench bench`` leaves in the directory of a cell that failed."""

@@ -1,0 +1,31 @@
+"""The published settings and numbers that tables and plots show beside ours
+(``metabench/references.toml``)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from importlib import resources
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A published setting (and number, where one exists) to print beside ours."""
+
+    benchmark: str
+    algorithm: str
+    setting: str
+    source: str
+    metric: str | None = None
+    value: float | None = None
+
+
+def load_references() -> list[Reference]:
+    """The entries of ``metabench/references.toml``."""
+    text = resources.files("metabench").joinpath("references.toml").read_text()
+    return [Reference(**entry) for entry in tomllib.loads(text)["reference"]]
