@@ -20,7 +20,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from metabench.algos.metaworld_adapter import MetaWorldAgent
+from metabench.evaluation.metaworld_adapter import MetaWorldAgent
 from metabench.harness.loading import load_run
 
 SETTINGS = {"ML10": (20, 40, 5), "ML45": (45, 45, 5), "ML1": (10, 50, 1)}

@@ -245,7 +245,7 @@ def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
         "lean step": time_sequential_metatest(algorithm, algo, lean, explorer),
     }
 
-    from metabench.batched_evaluation import _TrialEnvs
+    from metabench.evaluation.batched import _TrialEnvs
 
     evaluator = make_evaluator(plan.spec, plan.config["seed"], test_tasks=tasks)
     workers = os.cpu_count() or 1

@@ -18,7 +18,6 @@ ALGORITHM_MODULES = [
     "metabench.algos.cem",
     "metabench.algos.cmaes",
     "metabench.algos.reference",
-    "metabench.algos.metaworld_adapter",
 ]
 
 
@@ -46,7 +45,7 @@ LAYERS = [
     ("metabench.wrappers",),
     ("metabench.vector", "metabench.data"),
     ("metabench.algos",),
-    ("metabench.evaluation", "metabench.batched_evaluation"),
+    ("metabench.evaluation", "metabench.evaluation.batched"),
     ("metabench.harness",),
     ("metabench.cli",),
 ]

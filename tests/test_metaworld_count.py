@@ -5,7 +5,7 @@ test_metaworld_evaluation.py)."""
 import pytest
 
 from metabench.evaluation import MetaTestResult, TaskResult
-from metabench.metaworld_count import CountedEpisode, first_to_end, metaworld_count
+from metabench.evaluation.metaworld_count import CountedEpisode, first_to_end, metaworld_count
 
 
 def hit(step: int, ret: float = 1.0) -> CountedEpisode:

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.metaworld_adapter import MetaWorldAgent
 from metabench.algos.nop import NOP
 from metabench.data import EpisodeBatch, StepType
 from metabench.evaluation import MetaEvaluator, MetaTestResult, task_from_json, task_to_json
+from metabench.evaluation.metaworld_adapter import MetaWorldAgent
 from metabench.tasks.toy import PointGoalEnv
 
 H = 20  # short Meta-World episodes
@@ -423,8 +423,8 @@ class FixedOrder:
 def test_metaworld_count_reproduces_metaworlds_evaluator_with_many_sub_envs():
     """Meta-World's ``metalearning_evaluation`` with 5 ML1 sub-envs per round, and metabench's
     meta-test of the very tasks it drew (round by round, sub-env by sub-env) replayed through
-    :mod:`metabench.metaworld_count`: the same success rate and return. The fraction of test
-    episodes that succeed is lower: Meta-World counts the first episodes to end."""
+    :mod:`metabench.evaluation.metaworld_count`: the same success rate and return. The fraction
+    of test episodes that succeed is lower: Meta-World counts the first episodes to end."""
     from metaworld.evaluation import metalearning_evaluation
 
     horizon, envs_per_class, rounds = 100, 5, 4

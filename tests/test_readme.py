@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ MARKERS = {"slow", "mujoco", "metaworld", "skip"}
 """What a ``readme-test`` comment may name."""
 
 BLOCK = re.compile(
-    r"(?:^<!-- readme-test: (?P<marks>[^>]*?) -->\n)?^```python\n(?P<code>.*?)^```$",
+    r"(?:^[ ]*<!-- readme-test: (?P<marks>[^>]*?) -->\n)?"
+    r"^(?P<indent>[ ]*)```python\n(?P<code>.*?)^(?P=indent)```$",
     re.MULTILINE | re.DOTALL,
 )
+"""A ```python fence, at the line start or indented inside a list item, with its marker line."""
 
 
 def python_blocks() -> list[Any]:
@@ -43,7 +46,8 @@ def python_blocks() -> list[Any]:
             else getattr(pytest.mark, name)
             for name in names
         ]  # fmt: skip
-        params.append(pytest.param(match["code"], id=f"line{line}", marks=marks))
+        code = textwrap.dedent(match["code"])
+        params.append(pytest.param(code, id=f"line{line}", marks=marks))
     return params
 
 

@@ -54,7 +54,7 @@ class BenchmarkSpec:
     :param test_episodes: meta-test episodes with the adapted policy
         (``[evaluation] test_episodes``).
     :param batched_metatest: meta-test all test tasks at once (``[evaluation] batched``; see
-        :mod:`metabench.batched_evaluation`).
+        :mod:`metabench.evaluation.batched`).
     :param n_test_tasks: held-out tasks evaluated at meta-test; ``"all"``: every test task of the
         Meta-World split, in Meta-World's order (``[split] test_tasks``).
     :param test_goals_per_class: Meta-World only: test tasks come from the first this many goals
@@ -67,7 +67,7 @@ class BenchmarkSpec:
         meta-train success per class Meta-World reports (``[evaluation] train_tasks``; 0: none).
     :param metaworld_envs_per_class: Meta-World only: the sub-envs per test class of
         Meta-World's own evaluation, for its count of the meta-test
-        (:mod:`metabench.metaworld_count`; ``[evaluation] metaworld_envs_per_class``).
+        (:mod:`metabench.evaluation.metaworld_count`; ``[evaluation] metaworld_envs_per_class``).
     :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
     :param reports_success: whether the task env reports ``info["success"]``.
     :param source: where the settings come from.

@@ -138,7 +138,7 @@ def _setting(result: Result) -> tuple[Any, str, str]:
     hyperparameters = config.get("hyperparameters") or {}
     return (
         config.get("env_steps_budget"),
-        f"{metatest['n_exploration_eps']}+{metatest['n_test_episodes']} episodes",
+        f"{metatest.get('n_exploration_eps', '?')}+{metatest.get('n_test_episodes', '?')} episodes",
         json.dumps(hyperparameters, sort_keys=True, default=str),
     )
 
@@ -240,7 +240,8 @@ class Summary:
     one run (its post-adaptation return), averaged over seeds."""
     metaworld_success: Interval | None = None
     """Meta-World's own count of the test episodes (``metaworld_success_rate``, the number
-    Meta-World+ reports; :mod:`metabench.metaworld_count`), over the seeds that record it."""
+    Meta-World+ reports; :mod:`metabench.evaluation.metaworld_count`), over the seeds that
+    record it."""
 
 
 def _metatrain_return(result: Result) -> float | None:

@@ -1,10 +1,10 @@
 """The batched meta-test: every test task's trial steps at once, one policy call per step.
 
 :meth:`MetaEvaluator.evaluate(algo, workers=k) <metabench.evaluation.MetaEvaluator.evaluate>`
-runs the same protocol as the sequential meta-test (explore, adapt, test, on the same tasks with
-the same reset seeds) on one trial per test task, stepped by ``k`` processes: this one steps the
-first shard of trials, ``k - 1`` workers (a :class:`~metabench.vector.sharded.ShardedVectorEnv`)
-the others. Per step the algorithm's
+runs, through :func:`batched_trials`, the same protocol as the sequential meta-test (explore,
+adapt, test, on the same tasks with the same reset seeds) on one trial per test task, stepped by
+``k`` processes: this one steps the first shard of trials, ``k - 1`` workers (a
+:class:`~metabench.vector.sharded.ShardedVectorEnv`) the others. Per step the algorithm's
 :class:`~metabench.algos.base.PolicyBatch` acts for all tasks whose trial is still in the current
 phase in one call (RL2: one recurrent forward pass over all of them), and only those tasks' envs
 step, so a task whose episodes end early waits for the others at the adaptation point.
@@ -24,21 +24,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
 
 from metabench.algos.base import MetaRLAlgorithm, PolicyBatch
 from metabench.data import EpisodeRecorder
+from metabench.evaluation.recording import EndFlags, check_trial_end, exploration_batch
 from metabench.tasks.base import Task
 from metabench.threads import torch_threads
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
 
-if TYPE_CHECKING:
-    from metabench.evaluation import MetaEvaluator, TaskResult
-
-__all__ = ["StepReport", "evaluate_batched"]
+__all__ = ["StepReport", "batched_trials"]
 
 
 class StepReport(NamedTuple):
@@ -88,43 +86,45 @@ def _sub_env(
     wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]],
     row: int,
 ) -> _RowStepper:
-    from metabench.evaluation import _EndFlags
-
-    ends = _EndFlags(make_task_env())
+    ends = EndFlags(make_task_env())
     trial = Trial(ends, episodes_per_trial=episodes_per_trial)
     return _RowStepper(wrapper(trial), ends, trial, row)
 
 
-def evaluate_batched(
-    evaluator: MetaEvaluator, algo: MetaRLAlgorithm, processes: int
-) -> list[TaskResult]:
-    """Every test task's :class:`~metabench.evaluation.TaskResult`, all trials stepped together
-    by ``processes`` processes, this one included (see the module doc)."""
-    n = len(evaluator.test_tasks)
+def batched_trials(
+    make_task_env: Callable[[], gym.Env[Any, Any]],
+    tasks: Sequence[Task],
+    seeds: Sequence[int],
+    exploration_episodes: int,
+    episodes_per_trial: int,
+    algo: MetaRLAlgorithm,
+    processes: int,
+) -> list[list[EpisodeRecorder]]:
+    """The recorded episodes of one trial per task, all trials stepped together by
+    ``processes`` processes, this one included (see the module doc). Trial ``i`` runs on
+    ``tasks[i]``, reset with ``seeds[i]``; the algorithm adapts after ``exploration_episodes``."""
+    n = len(tasks)
     wrapper = algo.env_wrapper()
     factories = [
-        functools.partial(
-            _sub_env, evaluator.make_task_env, evaluator.episodes_per_trial, wrapper, row
-        )
+        functools.partial(_sub_env, make_task_env, episodes_per_trial, wrapper, row)
         for row in range(n)
     ]
     envs = _TrialEnvs(factories, processes)
     # the policy acts on one torch thread: a second would spin on a core a worker steps on
     with torch_threads(1):
         try:
-            envs.set_tasks(evaluator.test_tasks)
-            observations = envs.reset([evaluator.task_seed(i) for i in range(n)])
-            run = _BatchedTrials(envs, observations, evaluator.episodes_per_trial)
+            envs.set_tasks(tasks)
+            observations = envs.reset(list(seeds))
+            run = _BatchedTrials(envs, observations, episodes_per_trial)
             policies = algo.get_exploration_policies(n)
-            run.until(evaluator.exploration_episodes, policies)
+            run.until(exploration_episodes, policies)
             explored = [
-                evaluator._exploration_batch(episodes[: evaluator.exploration_episodes])
-                for episodes in run.episodes
+                exploration_batch(episodes[:exploration_episodes]) for episodes in run.episodes
             ]
-            run.until(evaluator.episodes_per_trial, algo.adapt_policies(policies, explored))
+            run.until(episodes_per_trial, algo.adapt_policies(policies, explored))
         finally:
             envs.close()
-    return [evaluator._task_result(index, episodes) for index, episodes in enumerate(run.episodes)]
+    return run.episodes
 
 
 class _TrialEnvs:
@@ -231,12 +231,8 @@ class _BatchedTrials:
             return False
         episode.last_observation = np.array(report.final_observation, copy=True)
         self.completed[row] += 1
-        last = self.completed[row] == self.episodes_per_trial
-        if report.trial_over != last:
-            raise RuntimeError(
-                f"the trial of test task {row} ended after {self.completed[row]} episodes, "
-                f"expected {self.episodes_per_trial}: algo.wrap_env must not end or cut the trial"
-            )
-        if not last:
+        completed = int(self.completed[row])
+        check_trial_end(row, completed, self.episodes_per_trial, report.trial_over)
+        if completed < self.episodes_per_trial:
             self.episodes[row].append(EpisodeRecorder())
         return True

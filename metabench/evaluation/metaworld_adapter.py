@@ -35,7 +35,7 @@ Limits, all from what the protocol shows an agent:
   in the same step), so ``last_observations`` of the batch repeat each episode's last observed
   observation, and ``env_infos`` is empty.
 * Meta-World's evaluator keys success by env *name*: for ML1 every sub-env has the same name and
-  its numbers mix the tasks (see :mod:`metabench.evaluation`, which keys by task).
+  its numbers mix the tasks (see :mod:`metabench.evaluation.results`, which keys by task).
 """
 
 from __future__ import annotations
