@@ -56,6 +56,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check metabench tests scripts
 	$(BIN)/ruff format --check metabench tests scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

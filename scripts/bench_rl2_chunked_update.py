@@ -45,7 +45,7 @@ def update_times(episodes: int = 10, repeats: int = 2) -> UpdateTimes:
     model = algo.model
     updates: dict[str, Callable[[], None]] = {
         "whole_trial": model.train,
-        "chunked": lambda: chunked_train(model, CHUNK_LENGTH, CHUNK_OVERLAP),
+        "chunked": lambda: chunked_train(model.update_context(), CHUNK_LENGTH, CHUNK_OVERLAP),
     }
     seconds: dict[str, list[float]] = {name: [] for name in updates}
 

@@ -364,39 +364,6 @@ def test_list_shows_every_benchmark_and_algorithm_with_its_description(user_spec
     assert "quick 400,000, paper 80,000,000" in out  # maml-trpo's profiles
 
 
-def test_an_entry_point_in_the_old_registry_still_loads_with_a_warning_naming_the_new_one(
-    user_specs,
-):
-    """``metabench.algos.registry:<name>`` (the README's spelling before the split) loads the same
-    implementation for one more release, and says what to write instead."""
-    from metabench.algos.nop import NOP_IMPLEMENTATION
-    from metabench.harness.algorithms import load_implementation
-
-    path = user_specs(
-        "baselines/zero.toml", NOP_SPEC.replace("nop:NOP_IMPLEMENTATION", "registry:NOP")
-    )
-    load_implementation.cache_clear()
-    new = "write entry_point = 'metabench.algos.nop:NOP_IMPLEMENTATION'"
-    with pytest.warns(FutureWarning, match=f"{path}: entry_point .* is deprecated.*{new}"):
-        implementation = get_algorithm("zero").implementation
-    assert implementation is NOP_IMPLEMENTATION
-    assert get_algorithm("zero").hyperparameters(get_benchmark("Bandit"), {}) == {"action": "zero"}
-
-
-def test_every_old_name_of_the_registry_module_is_where_it_moved():
-    from metabench.algos import registry
-    from metabench.harness import algorithms
-
-    for name in registry.MOVED:
-        with pytest.warns(FutureWarning, match=f"registry.{name} is deprecated"):
-            assert getattr(registry, name) is registry.moved(name)
-    with pytest.warns(FutureWarning):
-        assert registry.get_algorithm is algorithms.get_algorithm
-    with pytest.raises(AttributeError):
-        registry.NOPE  # noqa: B018
-
-
 def test_every_shipped_baseline_names_an_implementation_in_its_algorithm_module():
     for name, entry in load_algorithms().items():
-        assert not entry.entry_point.startswith("metabench.algos.registry:"), name
-        assert entry.implementation.config_class() is not None
+        assert entry.implementation.config_class() is not None, name

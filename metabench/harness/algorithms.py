@@ -14,7 +14,6 @@ import functools
 import importlib
 import inspect
 import reprlib
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -211,23 +210,9 @@ def load_implementation(entry_point: str, path: str = "") -> Implementation:
     """The :class:`Implementation` that ``"module:attribute"`` names, its functions checked
     against the plug-in contract (:func:`metabench.harness.plugins.check_implementation`).
 
-    An old ``metabench.algos.registry:<name>`` still loads, with a ``FutureWarning`` naming the
-    entry point to write instead.
-
     :raises SpecError: naming ``path``, the entry point and what to change.
     """
     module_name, _, attribute = entry_point.partition(":")
-    if module_name == "metabench.algos.registry":
-        from metabench.algos import registry
-
-        if attribute in registry.MOVED:
-            warnings.warn(
-                f"{path}: entry_point {entry_point!r} is deprecated and goes in the next release: "
-                f"write entry_point = {registry.MOVED[attribute]!r}",
-                FutureWarning,
-                stacklevel=2,
-            )
-            module_name, _, attribute = registry.MOVED[attribute].partition(":")
     where = f"{path}: entry_point {entry_point!r}"
     if not module_name or not attribute:
         raise SpecError(f"{where} must be 'module:attribute' (e.g. 'my_algorithm:IMPLEMENTATION')")

@@ -15,28 +15,22 @@ names the file and what to change:
 - every checkpoint: ``state_dict()`` holds only what a checkpoint can read back
   (:meth:`metabench.harness.run.RunDirectory.save_checkpoint`).
 
-The runs of such an algorithm record where it came from (:func:`algorithm_record`), and an error
-raised inside its code names the method, file and line it came from (:func:`user_code_error`).
+The runs of such an algorithm record where it came from
+(:func:`metabench.harness.provenance.algorithm_record`), and an error raised inside its code names
+the method, file and line it came from (:func:`user_code_error`).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 import inspect
 import os
-import shlex
 import traceback
 from collections.abc import Iterable
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.algos.implementation import Implementation
-from metabench.harness.specfiles import SPECS_PATH_VARIABLE, SpecError, specs_variable_folders
-
-if TYPE_CHECKING:
-    from metabench.harness.algorithms import AlgorithmEntry
+from metabench.harness.specfiles import SpecError
 
 ARGUMENTS = {
     "defaults": ("spec",),
@@ -142,69 +136,3 @@ def shown_path(filename: str) -> str:
     """``filename`` relative to the working folder when it lies inside it."""
     relative = os.path.relpath(filename)
     return filename if relative.startswith("..") else relative
-
-
-def providing_distribution(module: str) -> tuple[str | None, str | None]:
-    """The installed distribution that holds ``module`` and its version (``None, None`` for a
-    module found through ``PYTHONPATH`` or the working folder)."""
-    names = importlib.metadata.packages_distributions().get(module.split(".")[0], [])
-    if not names:
-        return None, None
-    return names[0], importlib.metadata.version(names[0])
-
-
-def algorithm_record(entry: AlgorithmEntry) -> dict[str, Any] | None:
-    """What ``config.json`` records of a third-party algorithm, so that a reader can find and
-    check its code: the spec file with its sha256, what registered the file, the
-    implementation's entry point and the package that provides it with its version (``None``
-    where there is none). ``None`` for the algorithms metabench ships (its version and git
-    revision in the provenance say it)."""
-    if entry.origin.shipped:
-        return None
-    package, version = entry.origin.package, entry.origin.version
-    if package is None:
-        package, version = providing_distribution(entry.module)
-    return {
-        "spec_file": str(Path(entry.path).absolute()),
-        "spec_sha256": entry.sha256,
-        "registered_by": entry.origin.registered_by,
-        "entry_point": entry.entry_point,
-        "package": package,
-        "package_version": version,
-    }
-
-
-def how_to_make_known(record: dict[str, Any]) -> str:
-    """What makes the algorithm of ``record`` (:func:`algorithm_record`) known again."""
-    if record["registered_by"].startswith(f"{SPECS_PATH_VARIABLE}="):
-        module = record["entry_point"].partition(":")[0]
-        return f"set {record['registered_by']} and make {module} importable"
-    version = f"=={record['package_version']}" if record["package_version"] else ""
-    return f"install {record['package']}{version} (its {record['registered_by']})"
-
-
-def command_environment(benchmark_path: str, entry: AlgorithmEntry) -> list[str]:
-    """``VARIABLE=value`` words a plain shell needs to reproduce a run of ``entry`` on the
-    benchmark read from ``benchmark_path``: ``METABENCH_SPECS`` when either spec file came from
-    there, ``PYTHONPATH`` when the algorithm's module is found through it."""
-    words = []
-    folders = specs_variable_folders()
-    paths = [Path(benchmark_path).absolute(), Path(entry.path).absolute()]
-    if any(folder in path.parents for folder in folders for path in paths):
-        value = os.pathsep.join(map(str, folders))
-        words.append(f"{SPECS_PATH_VARIABLE}={shlex.quote(value)}")
-    entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
-    python_path = [Path(folder).absolute() for folder in entries if folder]
-    module = None if entry.origin.shipped else module_file(entry.module)
-    if module is not None and any(folder in module.parents for folder in python_path):
-        words.append(f"PYTHONPATH={shlex.quote(os.pathsep.join(map(str, python_path)))}")
-    return words
-
-
-def module_file(module: str) -> Path | None:
-    """The file ``module`` would be imported from (``None`` if it cannot be found)."""
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):  # a parent package that is missing, or a bad name
-        return None
-    return None if found is None or found.origin is None else Path(found.origin).absolute()

@@ -37,7 +37,7 @@ from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json
 from metabench.harness.algorithms import get_algorithm, load_algorithms
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
-from metabench.harness.plugins import algorithm_record, command_environment, how_to_make_known
+from metabench.harness.provenance import algorithm_record, command_environment, how_to_make_known
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.tasks.base import Task
 from metabench.validation import check_count, renamed_keyword

@@ -79,7 +79,7 @@ def _make_task_env(env: str | Callable[[], gym.Env[Any, Any]], env_kwargs: dict[
     if callable(env):
         return env(**env_kwargs)
     spec = gym.spec(env)
-    if spec.entry_point == "metabench.registration:make_rl2_env":
+    if "task_entry_point" in spec.kwargs:  # an RL2 id: its kwargs name the task env it wraps
         raise ValueError(
             f"{env!r} is already an RL2 env: pass the task id (e.g. 'metabench/HalfCheetahVel-v0')"
             f" and rl2=True instead"

@@ -13,7 +13,7 @@ from sb3_contrib.common.recurrent import buffers
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
-from metabench.algos.rl2.chunked_update import chunk_pass, chunk_starts, chunked_train
+from metabench.algos.rl2.chunked_update import chunk_pass, chunk_starts
 
 TRIAL = 80  # PointGoal: 4 episodes of 20 steps per trial
 LINEAR_GRU = {"value_baseline": "linear", "recurrent_cell": "gru", "hidden_size": 16}
@@ -150,7 +150,7 @@ def test_steps_after_the_last_whole_chunk_do_not_change_the_update() -> None:
         model.rollout_buffer.advantages = advantages.copy()
         if changed is not None:
             model.rollout_buffer.advantages[changed] += 5.0
-        chunked_train(model, 30, 10)
+        model.train()  # chunk_length=30, chunk_overlap=10: chunked_train
         return parameters(algo)
 
     reference = update(None)

@@ -18,16 +18,11 @@ term.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch as th
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
-from metabench.algos.rl2.parallel_update import record_update_logs
-
-if TYPE_CHECKING:
-    from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.rl2.update_context import UpdateContext, UpdateStats
 
 __all__ = ["check_chunk_settings", "chunk_starts", "chunked_train"]
 
@@ -107,34 +102,30 @@ def chunk_pass(
     return log_prob, distribution.entropy(), next_state
 
 
-def chunked_train(model: RL2RecurrentPPO, chunk_length: int, overlap: int) -> None:
+def chunked_train(context: UpdateContext, chunk_length: int, overlap: int) -> UpdateStats:
     """``RecurrentPPO.train`` as Meta-World+'s RL2 does it: one clipped-surrogate step per chunk
-    per epoch (see the module doc); logs sb3-contrib's keys (``value_loss`` is 0: no critic)."""
-    policy = model._recurrent_policy()
-    buffer = model._recurrent_buffer()
-    policy.set_training_mode(True)
-    model._update_learning_rate(policy.optimizer)
-    clip_range = float(model.clip_range(model._current_progress_remaining))  # type: ignore[operator]
+    per epoch (see the module doc); reports sb3-contrib's numbers (``value`` is 0: no critic)."""
+    policy, buffer, clip_range = context.policy, context.buffer, context.clip_range
     n_steps = buffer.rewards.shape[0]
     chunks = chunk_starts(n_steps, chunk_length, overlap)  # not empty: RL2RecurrentPPO checks
 
     def env_major(array: np.ndarray) -> th.Tensor:  # (T, n_envs, ...) -> (n_envs, T, ...)
-        return th.as_tensor(np.swapaxes(array, 0, 1), device=model.device)
+        return th.as_tensor(np.swapaxes(array, 0, 1), device=context.device)
 
     observations = env_major(buffer.observations)
     actions = env_major(buffer.actions)
     starts = env_major(buffer.episode_starts)
     old_log_prob = env_major(buffer.log_probs)
     advantages = env_major(buffer.advantages)
-    if model.normalize_advantage:  # over the whole iteration, as Meta-World+ does
+    if context.normalize_advantage:  # over the whole iteration, as Meta-World+ does
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     initial = (
-        th.as_tensor(buffer.hidden_states_pi[0], device=model.device),
-        th.as_tensor(buffer.cell_states_pi[0], device=model.device),
+        th.as_tensor(buffer.hidden_states_pi[0], device=context.device),
+        th.as_tensor(buffer.cell_states_pi[0], device=context.device),
     )
     logs: dict[str, list[float]] = {"entropy": [], "policy": [], "clipped": []}
     approx_kl = loss_value = float("nan")
-    for _ in range(model.n_epochs):
+    for _ in range(context.n_epochs):
         state = initial
         kls = []
         for start in chunks:
@@ -153,7 +144,7 @@ def chunked_train(model: RL2RecurrentPPO, chunk_length: int, overlap: int) -> No
             clipped = th.clamp(ratio, 1 - clip_range, 1 + clip_range)
             policy_loss = -th.mean(th.min(chunk_advantages * ratio, chunk_advantages * clipped))
             entropy_loss = -th.mean(entropy if entropy is not None else -log_prob)
-            loss = policy_loss + model.ent_coef * entropy_loss
+            loss = policy_loss + context.ent_coef * entropy_loss
             with th.no_grad():
                 kls.append(float(th.mean((ratio - 1) - log_ratio)))
                 logs["clipped"].append(float(th.mean((th.abs(ratio - 1) > clip_range).float())))
@@ -162,18 +153,15 @@ def chunked_train(model: RL2RecurrentPPO, chunk_length: int, overlap: int) -> No
             loss_value = loss.item()
             policy.optimizer.zero_grad()
             loss.backward()
-            th.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+            th.nn.utils.clip_grad_norm_(policy.parameters(), context.max_grad_norm)
             policy.optimizer.step()
         approx_kl = float(np.mean(kls))  # of the last epoch, as sb3-contrib logs it
-        model._n_updates += 1
-    record_update_logs(
-        model,
+    return UpdateStats(
+        epochs=context.n_epochs,
         entropy=float(np.mean(logs["entropy"])),
         policy=float(np.mean(logs["policy"])),
         value=0.0,
         approx_kl=approx_kl,
         clip_fraction=float(np.mean(logs["clipped"])),
         loss=loss_value,
-        clip_range=clip_range,
-        clip_range_vf=None,
     )

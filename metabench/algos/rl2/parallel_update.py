@@ -26,13 +26,13 @@ import numpy as np
 import torch as th
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.common.recurrent.type_aliases import RecurrentRolloutBufferSamples, RNNStates
-from stable_baselines3.common.utils import explained_variance
+
+from metabench.algos.rl2.update_context import UpdateContext, UpdateStats
 
 if TYPE_CHECKING:
-    from metabench.algos.rl2.ppo import RL2RecurrentPPO
     from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
-__all__ = ["LossConstants", "parallel_train", "partial_loss", "record_update_logs"]
+__all__ = ["LossConstants", "parallel_train", "partial_loss"]
 
 STATS = ("policy", "value", "entropy", "kl", "clipped")
 """The sums over a group's valid steps that :func:`partial_loss` returns besides the loss."""
@@ -169,38 +169,31 @@ def _numpy(gradient: th.Tensor | None) -> np.ndarray | None:
     return None if gradient is None else gradient.numpy()
 
 
-def parallel_train(model: RL2RecurrentPPO, venv: ShardedSubprocVecEnv) -> None:
+def parallel_train(
+    context: UpdateContext, venv: ShardedSubprocVecEnv, constructor: dict[str, Any]
+) -> UpdateStats:
     """``RecurrentPPO.train`` for a full batch, its passes split between this process and the
-    workers of ``venv`` (see the module doc); logs the same keys."""
-    policy = model._recurrent_policy()
-    policy.set_training_mode(True)
-    model._update_learning_rate(policy.optimizer)
-    progress_remaining = model._current_progress_remaining
-    clip_range = float(model.clip_range(progress_remaining))  # type: ignore[operator]
-    clip_range_vf = None
-    if model.clip_range_vf is not None:
-        clip_range_vf = float(model.clip_range_vf(progress_remaining))  # type: ignore[operator]
+    workers of ``venv`` (see the module doc), which rebuild the policy from ``constructor`` (the
+    keyword arguments its class was built with; the learning rate schedule is not needed)."""
+    policy, clip_range, clip_range_vf = context.policy, context.clip_range, context.clip_range_vf
     trainable = {name: p for name, p in policy.named_parameters() if p.requires_grad}
-    # the arguments RecurrentPPO._setup_model builds its policy with (the learning rate is unused)
-    constructor = {
-        "observation_space": model.observation_space,
-        "action_space": model.action_space,
-        "lr_schedule": _unused_schedule,
-        "use_sde": model.use_sde,
-        **model.policy_kwargs,
-    }
-    build = (f"{os.getpid()}-{id(policy)}", type(policy), constructor)
+    build = (
+        f"{os.getpid()}-{id(policy)}",
+        type(policy),
+        {**constructor, "lr_schedule": _unused_schedule},
+    )
     logs: dict[str, list[float]] = {"entropy": [], "policy": [], "value": [], "clipped": []}
     approx_kl = loss_value = float("nan")  # of the last epoch, as sb3-contrib logs them
-    for _ in range(model.n_epochs):
-        (data,) = list(model._recurrent_buffer().get(model.batch_size))  # the whole batch
+    epochs = 0
+    for _ in range(context.n_epochs):
+        (data,) = list(context.buffer.get(context.batch_size))  # the whole batch
         mask = data.mask > 1e-8
-        if model.normalize_advantage:
+        if context.normalize_advantage:
             advantages = data.advantages
             normalized = (advantages - advantages[mask].mean()) / (advantages[mask].std() + 1e-8)
             data = data._replace(advantages=normalized)
         constants = LossConstants(
-            clip_range, clip_range_vf, model.ent_coef, model.vf_coef, int(mask.sum())
+            clip_range, clip_range_vf, context.ent_coef, context.vf_coef, int(mask.sum())
         )
         n_seq = data.lstm_states.pi[0].shape[1]
         bounds = np.linspace(0, n_seq, venv.workers + 2).round().astype(int)
@@ -230,54 +223,19 @@ def parallel_train(model: RL2RecurrentPPO, venv: ShardedSubprocVecEnv) -> None:
         logs["clipped"].append(sums["clipped"] / count)
         approx_kl = sums["kl"] / count
         loss_value = (
-            sums["policy"] + model.ent_coef * sums["entropy"] + model.vf_coef * sums["value"]
+            sums["policy"] + context.ent_coef * sums["entropy"] + context.vf_coef * sums["value"]
         ) / count
-        model._n_updates += 1  # counted for the stopped epoch too, as sb3-contrib does
-        if model.target_kl is not None and approx_kl > 1.5 * model.target_kl:
+        epochs += 1  # counted for the stopped epoch too, as sb3-contrib does
+        if context.target_kl is not None and approx_kl > 1.5 * context.target_kl:
             break  # sb3-contrib stops before this step
-        th.nn.utils.clip_grad_norm_(policy.parameters(), model.max_grad_norm)
+        th.nn.utils.clip_grad_norm_(policy.parameters(), context.max_grad_norm)
         policy.optimizer.step()
-    record_update_logs(
-        model,
+    return UpdateStats(
+        epochs=epochs,
         entropy=float(np.mean(logs["entropy"])),
         policy=float(np.mean(logs["policy"])),
         value=float(np.mean(logs["value"])),
         approx_kl=approx_kl,
         clip_fraction=float(np.mean(logs["clipped"])),
         loss=loss_value,
-        clip_range=clip_range,
-        clip_range_vf=clip_range_vf,
     )
-
-
-def record_update_logs(
-    model: RL2RecurrentPPO,
-    *,
-    entropy: float,
-    policy: float,
-    value: float,
-    approx_kl: float,
-    clip_fraction: float,
-    loss: float,
-    clip_range: float,
-    clip_range_vf: float | None,
-) -> None:
-    """Log an update's numbers under the keys ``RecurrentPPO.train`` logs them."""
-    buffer = model.rollout_buffer
-    model.logger.record("train/entropy_loss", entropy)
-    model.logger.record("train/policy_gradient_loss", policy)
-    model.logger.record("train/value_loss", value)
-    model.logger.record("train/approx_kl", approx_kl)
-    model.logger.record("train/clip_fraction", clip_fraction)
-    model.logger.record("train/loss", loss)
-    model.logger.record(
-        "train/explained_variance",
-        explained_variance(buffer.values.flatten(), buffer.returns.flatten()),
-    )
-    recurrent = model._recurrent_policy()
-    if hasattr(recurrent, "log_std"):
-        model.logger.record("train/std", th.exp(recurrent.log_std).mean().item())
-    model.logger.record("train/n_updates", model._n_updates, exclude="tensorboard")
-    model.logger.record("train/clip_range", clip_range)
-    if clip_range_vf is not None:
-        model.logger.record("train/clip_range_vf", clip_range_vf)

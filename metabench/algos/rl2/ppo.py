@@ -33,7 +33,7 @@ from sb3_contrib.common.recurrent.buffers import RecurrentRolloutBuffer
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.buffers import RolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.utils import obs_as_tensor
+from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch import nn
 
@@ -41,6 +41,7 @@ from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.returns import discounted_returns, gae_advantages
 from metabench.algos.rl2.chunked_update import check_chunk_settings, chunk_starts, chunked_train
 from metabench.algos.rl2.parallel_update import parallel_train
+from metabench.algos.rl2.update_context import UpdateContext, UpdateStats
 from metabench.data import EpisodeBatch, StepType
 from metabench.threads import torch_threads
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
@@ -203,11 +204,8 @@ class RL2RecurrentPPO(RecurrentPPO):
     def train(self) -> None:
         """sb3-contrib's update, its passes split over ``update_venv``'s workers, or the
         chunked update (``chunk_length``)."""
-        if self.chunk_length is not None:
-            chunked_train(self, self.chunk_length, self.chunk_overlap)
-            return
         buffer = self.rollout_buffer
-        if (
+        if self.chunk_length is None and (
             self.update_venv is None
             or self.update_venv.workers == 0
             or (self.batch_size or 0) < buffer.buffer_size * buffer.n_envs
@@ -215,7 +213,67 @@ class RL2RecurrentPPO(RecurrentPPO):
         ):
             super().train()
             return
-        parallel_train(self, self.update_venv)
+        context = self.update_context()
+        if self.chunk_length is not None:
+            stats = chunked_train(context, self.chunk_length, self.chunk_overlap)
+        else:
+            assert self.update_venv is not None
+            constructor = {
+                "observation_space": self.observation_space,
+                "action_space": self.action_space,
+                "use_sde": self.use_sde,
+                **self.policy_kwargs,
+            }  # what RecurrentPPO._setup_model builds its policy with, but the learning rate
+            stats = parallel_train(context, self.update_venv, constructor)
+        self._n_updates += stats.epochs
+        self._record_update(stats, context)
+
+    def update_context(self) -> UpdateContext:
+        """Set this update's learning rate and evaluate the clip ranges, as
+        ``RecurrentPPO.train`` does first, for a strategy of :meth:`train`."""
+        policy = self._recurrent_policy()
+        policy.set_training_mode(True)
+        self._update_learning_rate(policy.optimizer)
+        progress = self._current_progress_remaining
+        assert callable(self.clip_range)
+        clip_range_vf = None
+        if self.clip_range_vf is not None and self.chunk_length is None:  # no critic when chunked
+            assert callable(self.clip_range_vf)
+            clip_range_vf = float(self.clip_range_vf(progress))
+        return UpdateContext(
+            policy=policy,
+            buffer=self._recurrent_buffer(),
+            device=self.device,
+            n_epochs=self.n_epochs,
+            batch_size=self.batch_size,
+            clip_range=float(self.clip_range(progress)),
+            clip_range_vf=clip_range_vf,
+            ent_coef=float(self.ent_coef),
+            vf_coef=float(self.vf_coef),
+            max_grad_norm=float(self.max_grad_norm),
+            normalize_advantage=self.normalize_advantage,
+            target_kl=self.target_kl,
+        )
+
+    def _record_update(self, stats: UpdateStats, context: UpdateContext) -> None:
+        """Log an update's numbers under the keys ``RecurrentPPO.train`` logs them."""
+        buffer = self.rollout_buffer
+        self.logger.record("train/entropy_loss", stats.entropy)
+        self.logger.record("train/policy_gradient_loss", stats.policy)
+        self.logger.record("train/value_loss", stats.value)
+        self.logger.record("train/approx_kl", stats.approx_kl)
+        self.logger.record("train/clip_fraction", stats.clip_fraction)
+        self.logger.record("train/loss", stats.loss)
+        self.logger.record(
+            "train/explained_variance",
+            explained_variance(buffer.values.flatten(), buffer.returns.flatten()),
+        )
+        if hasattr(context.policy, "log_std"):
+            self.logger.record("train/std", th.exp(context.policy.log_std).mean().item())
+        self.logger.record("train/n_updates", self._n_updates, exclude="tensorboard")
+        self.logger.record("train/clip_range", context.clip_range)
+        if context.clip_range_vf is not None:
+            self.logger.record("train/clip_range_vf", context.clip_range_vf)
 
     def collect_rollouts(
         self,
