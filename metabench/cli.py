@@ -83,47 +83,6 @@ def hyperparameter(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-class RenamedOption(argparse.Action):
-    """An old spelling of an option, kept for one release: stores into the new option's ``dest``
-    and warns (one line on stderr) with the new spelling."""
-
-    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
-        self.new = kwargs.pop("new")
-        super().__init__(option_strings, dest, default=argparse.SUPPRESS, **kwargs)
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        print_warning(
-            f"{option_string} is now {self.new}; the old spelling goes in the next release"
-        )
-        setattr(namespace, self.dest, values)
-
-
-def add_renamed(
-    parser: argparse.ArgumentParser,
-    new: str,
-    old: str,
-    *,
-    required: bool = False,
-    help: str,
-    **kwargs: Any,
-) -> None:
-    """Add option ``new``, and its old spelling ``old`` hidden from ``--help``; giving both is
-    an error."""
-    group = parser.add_mutually_exclusive_group(required=required)
-    group.add_argument(new, help=help, **kwargs)
-    kwargs.pop("default", None)
-    dest = new.removeprefix("--").replace("-", "_")
-    group.add_argument(
-        old, dest=dest, action=RenamedOption, new=new, help=argparse.SUPPRESS, **kwargs
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     from metabench.harness.algorithms import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
@@ -175,9 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument(
         "--benchmark", required=True, choices=sorted(benchmarks), help="the benchmark"
     )
-    add_renamed(
-        train, "--algorithm", "--algo", required=True, choices=sorted(algorithms),
-        help="the algorithm (old spelling: --algo): "
+    train.add_argument(
+        "--algorithm", required=True, choices=sorted(algorithms),
+        help="the algorithm: "
         + "; ".join(f"{name}: {entry.description}" for name, entry in algorithms.items()),
     )  # fmt: skip
     train.add_argument(
@@ -251,16 +210,16 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=DefaultsHelpFormatter,
     )
-    add_renamed(
-        bench, "--benchmarks", "--envs", nargs="+", default=["HalfCheetahVel"],
+    bench.add_argument(
+        "--benchmarks", nargs="+", default=["HalfCheetahVel"],
         choices=sorted(benchmarks), metavar="BENCHMARK",
-        help=f"benchmarks (old spelling: --envs), from: {', '.join(sorted(benchmarks))}",
+        help=f"benchmarks, from: {', '.join(sorted(benchmarks))}",
     )  # fmt: skip
-    add_renamed(
-        bench, "--algorithms", "--baselines", nargs="+",
+    bench.add_argument(
+        "--algorithms", nargs="+",
         default=["rl2-ppo", "maml-trpo", "cem", "nop"], choices=sorted(algorithms),
         metavar="ALGORITHM",
-        help=f"algorithms (old spelling: --baselines), from: {', '.join(sorted(algorithms))}",
+        help=f"algorithms, from: {', '.join(sorted(algorithms))}",
     )  # fmt: skip
     bench.add_argument(
         "--seeds", nargs="+", type=non_negative_int, default=[0],

@@ -37,7 +37,6 @@ import math
 import numbers
 import types
 import typing
-import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -54,7 +53,6 @@ __all__ = [
     "config_fields",
     "option",
     "parse_value",
-    "renamed_keyword",
     "resolve_config",
 ]
 
@@ -375,21 +373,3 @@ def check_number(
         suffix = f": {hint}" if hint else ""
         raise ValueError(f"{name} must be {field.describe()}, got {value!r}{suffix}")
     return float(parsed)
-
-
-def renamed_keyword(new: str, value: T | None, old: str, old_value: T | None) -> T | None:
-    """The value of keyword argument ``new``, which used to be called ``old``: the old name
-    still works for one release, with a ``DeprecationWarning``.
-
-    :raises TypeError: both names were given.
-    """
-    if old_value is None:
-        return value
-    if value is not None:
-        raise TypeError(f"got {new} and its old name {old}: pass {new} only")
-    warnings.warn(
-        f"{old} is now called {new}; the old name goes in the next release",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return old_value

@@ -20,7 +20,7 @@ from unittest import mock
 import torch
 
 import metabench  # noqa: F401 - registers the ids
-from metabench.algos.maml import MAMLTRPO
+from metabench.algos.maml import MAML
 from metabench.algos.maml import maml as maml_module
 from metabench.algos.maml.policy import detached_params
 from metabench.algos.trpo import flatten
@@ -32,7 +32,7 @@ def make_outer_steps(
 ) -> dict[str, Callable[[], torch.Tensor]]:
     """One sampled batch and two ways to take the outer step on it from the same start; each
     returns the flat meta-parameters after its step."""
-    algo = MAMLTRPO(
+    algo = MAML(
         "metabench/PointGoal-v0",
         meta_batch_size=40,
         episodes_per_task=episodes_per_task,
@@ -42,9 +42,9 @@ def make_outer_steps(
     )
     tasks = algo.task_sampler.sample(algo.meta_batch_size, algo._rng)
     meta = detached_params(algo.policy.params())
-    train_data = [algo.process(e) for e in algo.sample(tasks, [meta] * len(tasks))]
+    train_data = [algo.process(e) for e in algo.collect(tasks, [meta] * len(tasks))]
     adapted = [detached_params(algo.adapt(meta, data, create_graph=False)) for data in train_data]
-    valid_data = [algo.process(e) for e in algo.sample(tasks, adapted)]
+    valid_data = [algo.process(e) for e in algo.collect(tasks, adapted)]
     start = {name: value.clone() for name, value in algo.policy.state_dict().items()}
     old = maml_module.old_outputs(
         algo.policy, [algo.adapt(meta, data) for data in train_data], valid_data

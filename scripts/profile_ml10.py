@@ -192,7 +192,7 @@ def profile_maml(overrides: dict[str, Any], episodes: int | None) -> None:
         overrides = {"episodes_per_task": episodes, **overrides}
     algo, _ = build("maml-trpo", overrides)
     watch = Stopwatch()
-    collector = algo.sampler
+    collector = algo.collector
     vec_env = collector.vec_env
     watch.wrap(vec_env, "step", "env + IPC (waiting on workers)")
     watch.wrap(vec_env, "reset", "env + IPC (waiting on workers)")

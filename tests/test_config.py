@@ -9,7 +9,7 @@ import pytest
 
 from metabench.algos.cem import CEMConfig
 from metabench.algos.cmaes import CMAESConfig
-from metabench.algos.maml.maml import MAMLTRPOConfig
+from metabench.algos.maml.maml import MAMLConfig
 from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
 from metabench.algos.rl2.algorithm import RL2PPOConfig
@@ -19,7 +19,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
 
-CONFIGS = [RL2PPOConfig, MAMLTRPOConfig, NOPConfig, CEMConfig, CMAESConfig, ReferenceConfig]
+CONFIGS = [RL2PPOConfig, MAMLConfig, NOPConfig, CEMConfig, CMAESConfig, ReferenceConfig]
 
 
 @pytest.mark.parametrize("config", CONFIGS)
@@ -40,7 +40,7 @@ def test_defaults_are_unchanged():
         ent_coef=0.02, vf_coef=0.5, max_grad_norm=0.5, normalize_advantage=False,
         reward_scale=1.0, deterministic_eval=False, processes=False,
     )  # fmt: skip
-    assert MAMLTRPOConfig() == MAMLTRPOConfig(
+    assert MAMLConfig() == MAMLConfig(
         meta_batch_size=40, episodes_per_task=20, inner_lr=0.1, num_grad_updates=1,
         first_order=False, discount=0.99, gae_lambda=1.0, max_kl=0.01, cg_iters=10,
         cg_damping=1e-5, ls_steps=15, ls_ratio=0.8, hidden_sizes=(100, 100), init_std=1.0,
@@ -55,7 +55,7 @@ def test_defaults_are_unchanged():
     [("False", False), ("false", False), ("FALSE", False), ("True", True), ("true", True)],
 )
 def test_booleans_from_the_command_line_are_parsed_strictly(text, value):
-    config = resolve_config(MAMLTRPOConfig, [Layer({"first_order": text}, "--set")])
+    config = resolve_config(MAMLConfig, [Layer({"first_order": text}, "--set")])
     assert config.first_order is value
 
 
@@ -77,7 +77,7 @@ def test_booleans_from_the_command_line_are_parsed_strictly(text, value):
 )
 def test_bad_values_name_where_they_were_set(values, message):
     with pytest.raises(ConfigError) as error:
-        resolve_config(MAMLTRPOConfig, [Layer(values, "--set")])
+        resolve_config(MAMLConfig, [Layer(values, "--set")])
     assert message in str(error.value)
 
 
@@ -105,7 +105,7 @@ def test_rl2_values(values, message):
 def test_a_config_built_in_python_is_checked_too():
     with pytest.raises(ConfigError, match="RL2PPOConfig: clip_range must be a positive number"):
         RL2PPOConfig(clip_range=-1)
-    assert MAMLTRPOConfig(hidden_sizes=[8]).hidden_sizes == (8,)
+    assert MAMLConfig(hidden_sizes=[8]).hidden_sizes == (8,)
     with pytest.raises(ConfigError, match="action must be one of 'zero', 'random'"):
         NOPConfig(action="sideways")  # type: ignore[arg-type]
 

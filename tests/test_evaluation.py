@@ -333,18 +333,18 @@ def test_envs_without_success_report_none():
 
 def test_garage_protocol_and_defaults():
     default = MetaEvaluator(make_env, [NEAR])
-    assert (default.n_exploration_eps, default.n_test_episodes) == (10, 3)  # Meta-World
+    assert (default.exploration_episodes, default.test_episodes) == (10, 3)  # Meta-World
     garage = MetaEvaluator.garage_protocol(make_env, [NEAR], seed=2)
-    assert (garage.n_exploration_eps, garage.n_test_episodes, garage.seed) == (10, 1, 2)
+    assert (garage.exploration_episodes, garage.test_episodes, garage.seed) == (10, 1, 2)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"n_exploration_eps": 0}, "n_exploration_eps must be an integer >= 1"),
-        ({"n_exploration_eps": True}, "n_exploration_eps"),
-        ({"n_test_episodes": 0}, "n_test_episodes must be an integer >= 1"),
-        ({"n_test_episodes": 1.5}, "n_test_episodes"),
+        ({"exploration_episodes": 0}, "exploration_episodes must be an integer >= 1"),
+        ({"exploration_episodes": True}, "exploration_episodes"),
+        ({"test_episodes": 0}, "test_episodes must be an integer >= 1"),
+        ({"test_episodes": 1.5}, "test_episodes"),
         ({"test_tasks": []}, "test_tasks is empty"),
         ({"test_tasks": NEAR}, "list of tasks"),
         ({"test_tasks": [object()]}, "cannot record"),
@@ -352,7 +352,6 @@ def test_garage_protocol_and_defaults():
         ({"make_task_env": PointGoalEnv()}, "make_task_env"),
     ],
 )
-@pytest.mark.filterwarnings("ignore:n_.* is now called:DeprecationWarning")  # the old names
 def test_bad_input(kwargs: dict[str, Any], match: str):
     arguments: dict[str, Any] = {"make_task_env": make_env, "test_tasks": [NEAR], **kwargs}
     with pytest.raises(ValueError, match=match):
@@ -382,36 +381,6 @@ def test_task_result_properties():
     assert task.test_return == -0.75
     assert task.test_success is None
     assert TaskResult.from_dict(task.to_dict()) == task
-
-
-def test_the_old_keyword_names_of_the_protocol_still_work_with_a_warning():
-    """``n_exploration_eps``/``n_test_episodes`` are the old names of ``exploration_episodes``/
-    ``test_episodes`` (the names of ``[evaluation]`` in ``envs/*.toml``), kept for one release."""
-    with pytest.warns(DeprecationWarning) as caught:
-        old = MetaEvaluator(make_env, [NEAR], n_exploration_eps=3, n_test_episodes=2)
-    assert [str(warning.message).split(";")[0] for warning in caught] == [
-        "n_exploration_eps is now called exploration_episodes",
-        "n_test_episodes is now called test_episodes",
-    ]
-    new = MetaEvaluator(make_env, [NEAR], exploration_episodes=3, test_episodes=2)
-    assert (old.exploration_episodes, old.test_episodes) == (3, 2)
-    assert (new.n_exploration_eps, new.n_test_episodes) == (3, 2)
-    assert old.evaluate(ScriptedAlgo()) == new.evaluate(ScriptedAlgo())
-    with pytest.raises(TypeError, match="got exploration_episodes and its old name"):
-        MetaEvaluator(make_env, [NEAR], exploration_episodes=3, n_exploration_eps=3)
-    with pytest.raises(ValueError, match="exploration_episodes must be an integer >= 1"):
-        MetaEvaluator(make_env, [NEAR], exploration_episodes=0)
-    assert new.evaluate(ScriptedAlgo()).to_dict()["n_exploration_eps"] == 3  # the file keeps it
-
-
-def test_a_benchmark_spec_keeps_the_old_attribute_names():
-    from metabench.harness.benchmarks import get_benchmark
-
-    spec = get_benchmark("HalfCheetahVel")
-    assert (spec.n_exploration_eps, spec.n_test_episodes) == (
-        spec.exploration_episodes,
-        spec.test_episodes,
-    )
 
 
 class SuccessAtOneStep(gym.Env[np.ndarray, np.ndarray]):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from metabench.algos.maml.maml import MAMLTRPO
+from metabench.algos.maml.maml import MAML
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.cli import main
 from metabench.harness.benchmarks import get_benchmark
@@ -93,7 +93,7 @@ def test_evaluation_streams_leave_every_training_state_as_it_was():
     with rl2.evaluation_streams(6):
         assert evaluator.evaluate(rl2).to_dict() != first  # a stochastic policy, another stream
 
-    maml = MAMLTRPO(
+    maml = MAML(
         spec.env_id, meta_batch_size=2, episodes_per_task=2, hidden_sizes=(8,),
         env_kwargs={"horizon": 5},
     )  # fmt: skip

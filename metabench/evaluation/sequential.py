@@ -43,7 +43,7 @@ from metabench.evaluation.recording import (
 )
 from metabench.evaluation.results import MetaTestResult, task_to_json
 from metabench.tasks.base import Task
-from metabench.validation import check_count, renamed_keyword
+from metabench.validation import check_count
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
 
 __all__ = ["GARAGE_PROTOCOL", "METAWORLD_PROTOCOL", "MetaEvaluator"]
@@ -74,9 +74,6 @@ class MetaEvaluator:
         Meta-World's 3).
     :param seed: the env of task ``i`` is reset with a seed derived from ``(seed, i)``, so a
         result is reproducible and does not depend on which tasks come before.
-    :param n_exploration_eps: the old name of ``exploration_episodes`` (goes in the next
-        release).
-    :param n_test_episodes: the old name of ``test_episodes`` (goes in the next release).
 
     Example::
 
@@ -97,32 +94,21 @@ class MetaEvaluator:
         seed: int = 0,
         *,
         metaworld_envs_per_class: int | None = None,
-        n_exploration_eps: int | None = None,
-        n_test_episodes: int | None = None,
     ) -> None:
         if not callable(make_task_env):
             raise ValueError(
                 f"make_task_env must be a function returning a task env (e.g. "
                 f"lambda: PointGoalEnv()), got {type(make_task_env).__name__}"
             )
-        # an error names the keyword the caller used
-        explore_name = "exploration_episodes" if n_exploration_eps is None else "n_exploration_eps"
-        test_name = "test_episodes" if n_test_episodes is None else "n_test_episodes"
-        exploration_episodes = renamed_keyword(
-            "exploration_episodes", exploration_episodes, "n_exploration_eps", n_exploration_eps
-        )
-        test_episodes = renamed_keyword(
-            "test_episodes", test_episodes, "n_test_episodes", n_test_episodes
-        )
         self.exploration_episodes = _check_count(
-            explore_name,
+            "exploration_episodes",
             METAWORLD_PROTOCOL["exploration_episodes"]
             if exploration_episodes is None
             else exploration_episodes,
             "adaptation needs at least one exploration episode (Meta-World and garage use 10)",
         )
         self.test_episodes = _check_count(
-            test_name,
+            "test_episodes",
             METAWORLD_PROTOCOL["test_episodes"] if test_episodes is None else test_episodes,
             "at least one episode with the adapted policy is needed (Meta-World uses 3, garage 1)",
         )
@@ -158,16 +144,6 @@ class MetaEvaluator:
     ) -> MetaEvaluator:
         """An evaluator with garage's defaults: 10 exploration episodes, then 1 test episode."""
         return cls(make_task_env, test_tasks, seed=seed, **GARAGE_PROTOCOL)
-
-    @property
-    def n_exploration_eps(self) -> int:
-        """Deprecated name of :attr:`exploration_episodes` (goes in the next release)."""
-        return self.exploration_episodes
-
-    @property
-    def n_test_episodes(self) -> int:
-        """Deprecated name of :attr:`test_episodes` (goes in the next release)."""
-        return self.test_episodes
 
     @property
     def episodes_per_trial(self) -> int:

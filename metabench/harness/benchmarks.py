@@ -93,16 +93,6 @@ class BenchmarkSpec:
     source: str = ""
     path: str = ""
 
-    @property
-    def n_exploration_eps(self) -> int:
-        """Deprecated name of :attr:`exploration_episodes` (goes in the next release)."""
-        return self.exploration_episodes
-
-    @property
-    def n_test_episodes(self) -> int:
-        """Deprecated name of :attr:`test_episodes` (goes in the next release)."""
-        return self.test_episodes
-
     def train_sampler(self, seed: int) -> TaskSampler | None:
         """Meta-training tasks: ``None`` means the task env's own distribution."""
         if self.metaworld is None:

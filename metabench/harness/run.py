@@ -40,7 +40,7 @@ from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.provenance import algorithm_record, command_environment, how_to_make_known
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.tasks.base import Task
-from metabench.validation import check_count, renamed_keyword
+from metabench.validation import check_count
 
 CHECKPOINT_FORMAT = 2
 """Format 2: tensors and plain values only, read with ``torch.load(weights_only=True)`` so that
@@ -499,18 +499,10 @@ def make_evaluator(
     test_tasks: Sequence[Task] | None = None,
     exploration_episodes: int | None = None,
     test_episodes: int | None = None,
-    n_exploration_eps: int | None = None,
-    n_test_episodes: int | None = None,
 ) -> MetaEvaluator:
     """The meta-test of a run of ``spec`` seeded ``seed``: ``test_tasks`` (default: the
     benchmark's for the seed), with the benchmark's protocol unless the episode counts change
-    it (``n_exploration_eps`` and ``n_test_episodes``: their old names)."""
-    exploration_episodes = renamed_keyword(
-        "exploration_episodes", exploration_episodes, "n_exploration_eps", n_exploration_eps
-    )
-    test_episodes = renamed_keyword(
-        "test_episodes", test_episodes, "n_test_episodes", n_test_episodes
-    )
+    it."""
     return MetaEvaluator(
         lambda: spec.make_test_env(seed),
         spec.test_tasks(seed) if test_tasks is None else list(test_tasks),

@@ -33,8 +33,6 @@ from metabench.wrappers import RL2Env, Trial
 
 VectorBackend = Literal["sb3", "gymnasium"]
 """Which library's vector env :func:`make_meta_vec_env` builds."""
-Backend = VectorBackend
-"""The old name of :data:`VectorBackend` (goes in the next release)."""
 
 
 class MetaBatchSlot(TaskSampler):

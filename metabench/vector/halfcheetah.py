@@ -81,8 +81,6 @@ from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
 
 PhysicsBackend = Literal["exact", "rollout"]
 """How :class:`HalfCheetahVectorEnv` steps the physics (see the module doc)."""
-Backend = PhysicsBackend
-"""The old name of :data:`PhysicsBackend` (goes in the next release)."""
 
 _S = mujoco.mjtState
 _STATE_SPEC = (

@@ -23,7 +23,7 @@ from torch.distributions import Normal
 
 from metabench.algos.base import Policy
 from metabench.algos.maml import (
-    MAMLTRPO,
+    MAML,
     BatchedGaussianActor,
     GaussianMLPPolicy,
     GaussianPolicy,
@@ -75,8 +75,8 @@ def random_data(policy: GaussianMLPPolicy, n: int, seed: int) -> TaskData:
     )
 
 
-def small_maml(**overrides: Any) -> MAMLTRPO:
-    """A MAMLTRPO on PointGoal small enough for fast tests."""
+def small_maml(**overrides: Any) -> MAML:
+    """A MAML on PointGoal small enough for fast tests."""
     config: dict[str, Any] = {
         "meta_batch_size": 2,
         "episodes_per_task": 2,
@@ -86,7 +86,7 @@ def small_maml(**overrides: Any) -> MAMLTRPO:
         "seed": 0,
     }
     config.update(overrides)
-    return MAMLTRPO(POINT_GOAL, **config)
+    return MAML(POINT_GOAL, **config)
 
 
 def rollout(policy: Policy, env: gym.Env[Any, Any], task: Any, n_episodes: int) -> EpisodeBatch:
@@ -467,20 +467,6 @@ def test_collector_returns_per_task_batches_from_one_batched_actor() -> None:
     vec_env.close()
 
 
-def test_the_episode_collector_s_old_names_still_work() -> None:
-    """MAML's episode sampler is now a collector (a *sampler* is where tasks come from): the old
-    module, class and method names stay for one release."""
-    import metabench.algos.maml as maml
-
-    with pytest.warns(DeprecationWarning, match="VectorEpisodeSampler is now"):
-        from metabench.algos.maml.sampler import VectorEpisodeSampler
-    assert VectorEpisodeSampler is VectorEpisodeCollector
-    with pytest.warns(DeprecationWarning):
-        assert maml.VectorEpisodeSampler is VectorEpisodeCollector
-    assert VectorEpisodeCollector.sample is VectorEpisodeCollector.collect
-    assert MAMLTRPO.sample is MAMLTRPO.collect
-
-
 class CountdownEnv(gym.Env[np.ndarray, np.ndarray]):
     """Terminates after ``task["length"]`` steps; observes the step count; reward = action."""
 
@@ -594,9 +580,9 @@ def test_maml_rejects_bad_configuration(overrides: dict[str, Any], error: type, 
 def test_maml_rejects_a_meta_batch_larger_than_the_task_set() -> None:
     tasks = ListTaskSampler([{"goal": [0.1, 0.1]}, {"goal": [-0.1, 0.2]}, {"goal": [0.0, 0.3]}])
     with pytest.raises(ValueError, match="cannot draw 5 distinct tasks from 3"):
-        MAMLTRPO(POINT_GOAL, tasks, meta_batch_size=5, episodes_per_task=2, hidden_sizes=(4,))
+        MAML(POINT_GOAL, tasks, meta_batch_size=5, episodes_per_task=2, hidden_sizes=(4,))
     # three tasks, each run in four sub-envs, is fine
-    algo = MAMLTRPO(POINT_GOAL, tasks, meta_batch_size=3, episodes_per_task=4, hidden_sizes=(4,))
+    algo = MAML(POINT_GOAL, tasks, meta_batch_size=3, episodes_per_task=4, hidden_sizes=(4,))
     assert algo.collector.vec_env.num_envs == 12
     algo.close()
 
@@ -618,9 +604,9 @@ def test_training_iteration_with_several_inner_steps(steps: int, first_order: bo
     assert stats.iteration == 0 and algo.iteration == 1
     assert stats.env_steps == 2 * (2 * 2 * 5)  # two passes of 2 tasks x 2 episodes x 5 steps
     assert math.isfinite(stats.pre_update_return) and math.isfinite(stats.post_update_return)
-    assert stats.trpo.accepted == (not torch.equal(before, after))
-    if stats.trpo.accepted:
-        assert stats.trpo.kl <= algo.max_kl
+    assert stats.outer.accepted == (not torch.equal(before, after))
+    if stats.outer.accepted:
+        assert stats.outer.kl <= algo.max_kl
     assert set(stats.as_dict()) >= {"pre_update_return", "trpo_accepted", "time_sampling"}
     algo.close()
 
@@ -664,7 +650,7 @@ def test_meta_optimize_with_a_nan_advantage_leaves_the_meta_policy_unchanged(
     with caplog.at_level("WARNING", logger="metabench.algos.maml.maml"):
         algo.train(1)
         stats = algo.history[-1]
-    assert stats.trpo is record
+    assert stats.outer is record
     assert "outer step rejected (nonfinite_gradient)" in caplog.text
     algo.close()
 
@@ -738,7 +724,7 @@ def test_state_dict_resumes_training_exactly() -> None:
 
 
 # -- it learns -----------------------------------------------------------------------------------
-def evaluate(algo: MAMLTRPO, tasks: list[Any], n_episodes: int) -> tuple[float, float]:
+def evaluate(algo: MAML, tasks: list[Any], n_episodes: int) -> tuple[float, float]:
     """Mean return before and after adaptation on ``tasks``, through the meta-test interface."""
     env = PointGoalEnv()
     pre, post = [], []
@@ -768,14 +754,14 @@ def test_maml_trpo_meta_learns_point_goal() -> None:
         "seed": 0,
     }
     test_tasks = PointGoalEnv().sample_tasks(20, np.random.default_rng(1000))
-    untrained = MAMLTRPO(POINT_GOAL, **config)
+    untrained = MAML(POINT_GOAL, **config)
     _, untrained_post = evaluate(untrained, test_tasks, 10)
-    algo = MAMLTRPO(POINT_GOAL, **config)
+    algo = MAML(POINT_GOAL, **config)
     algo.train(60)
     history = algo.history
     pre, post = evaluate(algo, test_tasks, 10)
     print(f"untrained post {untrained_post:.2f}; meta-trained pre {pre:.2f} post {post:.2f}")
-    assert sum(s.trpo.accepted for s in history) >= 54
+    assert sum(s.outer.accepted for s in history) >= 54
     assert post > pre + 2.0
     assert post > untrained_post + 3.0
     untrained.close()

@@ -19,7 +19,6 @@ from metabench.algos.maml import (
     AdamStep,
     GaussianMLPPolicy,
     MAMLConfig,
-    MAMLTRPOConfig,
     TaskData,
     adapt,
     meta_loss,
@@ -219,8 +218,7 @@ def small(**overrides: Any) -> MAML:
     return MAML(POINT_GOAL, **config)
 
 
-def test_config_defaults_are_maml_trpo_and_the_old_name_is_the_same_class() -> None:
-    assert MAMLTRPOConfig is MAMLConfig
+def test_config_defaults_are_maml_trpo() -> None:
     config = MAMLConfig()
     assert (config.inner_loss, config.outer_loss, config.outer_optimizer) == ("vpg", "trpo", "trpo")
     assert (config.outer_lr, config.outer_epochs, config.adam_eps, config.clip_range) == (
@@ -292,7 +290,6 @@ def test_adam_epochs_and_stats() -> None:
     stats = algo.train(1)
     record = algo.history[-1].outer
     assert isinstance(record, AdamStep) and record.epochs == 3
-    assert algo.history[-1].trpo is record  # the old name of the field
     assert {
         "metatrain/adam_loss_before",
         "metatrain/adam_kl",

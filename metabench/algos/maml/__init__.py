@@ -2,18 +2,15 @@
 linear feature baseline, a VPG, PPO or TRPO loss, and a TRPO (:mod:`metabench.algos.trpo`) or
 Adam outer loop: garage's MAML-TRPO, MAML-PPO and MAML-VPG."""
 
-from typing import Any
-
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
-from metabench.algos.maml.config import MAMLConfig, MAMLTRPOConfig
+from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.maml.losses import POLICY_GRADIENT_LOSSES, policy_gradient_loss
 from metabench.algos.maml.maml import (
     MAML,
     MAML_PPO,
     MAML_TRPO,
     MAML_VPG,
-    MAMLTRPO,
     MAMLIterationStats,
     OldOutputs,
     TaskData,
@@ -35,7 +32,6 @@ from metabench.algos.maml.returns import discounted_returns, gae_advantages
 
 __all__ = [
     "MAML",
-    "MAMLTRPO",
     "MAML_PPO",
     "MAML_TRPO",
     "MAML_VPG",
@@ -47,7 +43,6 @@ __all__ = [
     "LinearFeatureBaseline",
     "MAMLConfig",
     "MAMLIterationStats",
-    "MAMLTRPOConfig",
     "OldOutputs",
     "TaskData",
     "VectorEpisodeCollector",
@@ -64,11 +59,3 @@ __all__ = [
     "policy_gradient_loss",
     "process_episodes",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "VectorEpisodeSampler":  # the old name, for one release
-        from metabench.algos.maml import sampler
-
-        return getattr(sampler, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -206,9 +206,6 @@ class VectorEpisodeCollector:
             last_observations,
         )
 
-    sample = collect
-    """The old name of :meth:`collect` (goes in the next release)."""
-
     def _per_task_batches(
         self,
         tasks: Sequence[Task],

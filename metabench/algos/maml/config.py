@@ -14,7 +14,7 @@ from typing import Literal
 
 from metabench.validation import check_config, option
 
-__all__ = ["OUTER_OPTIMIZERS", "MAMLConfig", "MAMLTRPOConfig"]
+__all__ = ["OUTER_OPTIMIZERS", "MAMLConfig"]
 
 OUTER_OPTIMIZERS = ("trpo", "adam")
 """``trpo``: conjugate gradient on the exact KL Hessian, then a line search (garage's
@@ -117,7 +117,3 @@ class MAMLConfig:
                 "outer_epochs > 1 needs outer_optimizer='adam': a TRPO step already searches "
                 "along its direction; set outer_epochs=1"
             )
-
-
-MAMLTRPOConfig = MAMLConfig
-"""The old name of :class:`MAMLConfig` (MAML-TRPO's defaults are its defaults)."""

@@ -44,7 +44,7 @@ from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
-from metabench.algos.maml.config import MAMLConfig, MAMLTRPOConfig
+from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.maml.losses import policy_gradient_loss
 from metabench.algos.maml.outer import AdamStep, OuterStep, adam_step
 from metabench.algos.maml.policy import (
@@ -70,13 +70,11 @@ from metabench.validation import check_count, config_dict
 
 __all__ = [
     "MAML",
-    "MAMLTRPO",
     "MAML_PPO",
     "MAML_TRPO",
     "MAML_VPG",
     "MAMLConfig",
     "MAMLIterationStats",
-    "MAMLTRPOConfig",
     "OldOutputs",
     "TaskData",
     "adapt",
@@ -328,11 +326,6 @@ class MAMLIterationStats:
     env_steps: int
 
     @property
-    def trpo(self) -> OuterStep:
-        """The old name of :attr:`outer` (MAML-TRPO's record)."""
-        return self.outer
-
-    @property
     def outer_name(self) -> str:
         """``"trpo"`` or ``"adam"``: the prefix of the outer step's numbers."""
         return "adam" if isinstance(self.outer, AdamStep) else "trpo"
@@ -481,11 +474,6 @@ class MAML(MetaRLAlgorithm):
         episodes = 2 * self.meta_batch_size * self.episodes_per_task
         return episodes * (self.horizon or 0)
 
-    @property
-    def sampler(self) -> VectorEpisodeCollector:
-        """The old name of :attr:`collector` (goes in the next release)."""
-        return self.collector
-
     # -- named steps -------------------------------------------------------------------------
     def collect(self, tasks: Sequence[Task], param_sets: Sequence[Params]) -> list[EpisodeBatch]:
         """``episodes_per_task`` episodes of each task, task ``k`` acting with
@@ -494,9 +482,6 @@ class MAML(MetaRLAlgorithm):
             self.policy, param_sets, self.episodes_per_task, generator=self._generator
         )
         return self.collector.collect(tasks, actor, seed=int(self._rng.integers(2**31 - 1)))
-
-    sample = collect
-    """The old name of :meth:`collect` (goes in the next release)."""
 
     def process(self, episodes: EpisodeBatch) -> TaskData:
         """Loss inputs of one task's episodes (see :func:`process_episodes`)."""
@@ -818,10 +803,6 @@ class MAML(MetaRLAlgorithm):
 def _mean_return(batches: Sequence[EpisodeBatch]) -> float:
     """Mean undiscounted episode return over all episodes of all batches."""
     return float(np.mean(np.concatenate([batch.episode_returns() for batch in batches])))
-
-
-MAMLTRPO = MAML
-"""The old name of :class:`MAML` (whose defaults are MAML-TRPO's)."""
 
 
 # -- the entry points of baselines/maml-{trpo,ppo,vpg}.toml ---------------------------------------
