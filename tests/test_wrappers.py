@@ -71,6 +71,47 @@ def test_rl2_reset_zeroes_action_reward_and_done():
     np.testing.assert_array_equal(obs[2:], np.zeros(4))
 
 
+def test_zero_at_episode_start_shows_the_policy_what_metaworlds_rnn_wrapper_shows_it() -> None:
+    """Meta-World+ trains RL2 on ``RNNBasedMetaRLWrapper`` envs in a vector env with same-step
+    autoreset: after an inner episode ends, the policy's next observation is the wrapper's reset
+    observation. ``RL2Env(zero_at_episode_start=True)`` around a trial gives the same inputs, step
+    for step, on the same task and actions; the default instead carries the ending step."""
+    from metaworld.wrappers import RNNBasedMetaRLWrapper
+
+    episodes, scale = 3, 0.1
+
+    def task_env() -> PointGoalEnv:
+        env = PointGoalEnv(horizon=HORIZON)
+        env.set_task(GOAL)
+        return env
+
+    theirs = gym.vector.SyncVectorEnv(
+        [lambda: RNNBasedMetaRLWrapper(task_env(), normalize_reward=True)],
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    ours = RL2Env(Trial(task_env(), episodes), reward_scale=scale, zero_at_episode_start=True)
+    carried = RL2Env(Trial(task_env(), episodes), reward_scale=scale)
+    their_obs, _ = theirs.reset(seed=0)
+    our_obs, _ = ours.reset(seed=0, options={"task": GOAL})
+    carried.reset(seed=0, options={"task": GOAL})
+    rng = np.random.default_rng(3)
+    for t in range(episodes * HORIZON):
+        np.testing.assert_allclose(our_obs, their_obs[0], rtol=1e-6, atol=1e-7)
+        action = rng.uniform(-0.1, 0.1, size=2)
+        their_obs, their_reward, *_ = theirs.step(action[None])
+        our_obs, our_reward, *_ = ours.step(action)
+        carried_obs = carried.step(action)[0]
+        assert our_reward == pytest.approx(float(their_reward[0]))
+        inner_start = (t + 1) % HORIZON == 0 and t + 1 < episodes * HORIZON
+        if inner_start:  # both restart at the origin; only the carried one shows the end
+            np.testing.assert_array_equal(our_obs[2:], np.zeros(4))
+            np.testing.assert_array_equal(carried_obs[2:4], action)
+            assert carried_obs[5] == 1.0
+        else:
+            np.testing.assert_array_equal(carried_obs, our_obs)
+    theirs.close()
+
+
 def test_rl2_step_before_reset_raises_runtime_error():
     env = make_rl2()
     with pytest.raises(RuntimeError, match="reset"):

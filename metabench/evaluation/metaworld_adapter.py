@@ -28,9 +28,10 @@ Limits, all from what the protocol shows an agent:
   from. An RL2 policy needs eval envs that add the previous action, reward and done flag
   themselves: ``gym.make_vec(..., recurrent_info_in_obs=True)`` (Meta-World's
   ``RNNBasedMetaRLWrapper``: ``[obs, action, reward / 10, done]``, the layout of
-  :class:`~metabench.wrappers.RL2Env` with ``reward_scale=0.1``). One difference remains:
-  that wrapper zeroes the previous action, reward and done flag at every episode start, as
-  garage did, where metabench's trials show the done flag of the episode that just ended.
+  :class:`~metabench.wrappers.RL2Env` with ``reward_scale=0.1``). That wrapper zeroes the
+  previous action, reward and done flag at every episode start, as ``RL2Env`` does with
+  ``zero_at_episode_start=True`` (``rl2-ppo-metaworld``'s setting); an RL2 policy trained
+  without it saw the ending step there instead.
 * The observation after an episode's last step is never shown (the vector env resets the sub-env
   in the same step), so ``last_observations`` of the batch repeat each episode's last observed
   observation, and ``env_infos`` is empty.

@@ -96,6 +96,7 @@ def _make_sub_env(
     episodes_per_trial: int,
     rl2: bool,
     reward_scale: float,
+    zero_at_episode_start: bool,
     wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]] | None,
 ) -> gym.Env[Any, Any]:
     task_env = _make_task_env(env, env_kwargs)
@@ -103,7 +104,9 @@ def _make_sub_env(
     slot_sampler = MetaBatchSlot(base, num_envs, slot, task_seed)
     wrapped: gym.Env[Any, Any] = Trial(task_env, episodes_per_trial, sampler=slot_sampler)
     if rl2:
-        wrapped = RL2Env(wrapped, reward_scale=reward_scale)
+        wrapped = RL2Env(
+            wrapped, reward_scale=reward_scale, zero_at_episode_start=zero_at_episode_start
+        )
     return wrapped if wrapper is None else wrapper(wrapped)
 
 
@@ -244,6 +247,7 @@ def make_meta_vec_env(
     sampler: TaskSampler | None = None,
     rl2: bool = True,
     reward_scale: float = 1.0,
+    zero_at_episode_start: bool = False,
     seed: int = 0,
     backend: VectorBackend = "sb3",
     processes: bool = False,
@@ -258,7 +262,8 @@ def make_meta_vec_env(
     :param episodes_per_trial: inner episodes per trial (RL2's ``n_episodes_per_trial``).
     :param sampler: where tasks come from; ``None`` uses the task env's ``sample_tasks``. Its
         ``check_batch_size(num_envs)`` is called first, so an impossible split fails here.
-    :param rl2: wrap each sub-env in :class:`~metabench.wrappers.RL2Env`.
+    :param rl2: wrap each sub-env in :class:`~metabench.wrappers.RL2Env`, with ``reward_scale``
+        and ``zero_at_episode_start``.
     :param seed: seeds the sub-envs (``seed + i``) and fixes the per-trial task sequence.
     :param backend: ``"sb3"`` (a Stable-Baselines3 ``VecEnv``) or ``"gymnasium"``.
     :param processes: step sub-envs in several processes: with ``backend="sb3"``, ``workers``
@@ -294,6 +299,7 @@ def make_meta_vec_env(
             episodes_per_trial,
             rl2,
             reward_scale,
+            zero_at_episode_start,
             wrapper,
         )
         for slot in range(num_envs)

@@ -23,6 +23,12 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
     :param env: an env with a flat ``Box`` observation space.
     :param reward_scale: multiplies the reward *in the observation only* (Meta-World's RNN wrapper
         uses 0.1); the reward returned by ``step`` is unchanged.
+    :param zero_at_episode_start: the first observation of every inner episode of a trial carries
+        zeros, as after ``reset``, instead of the action, reward and ``done`` flag of the step that
+        ended the episode before. That is what an RL2 policy sees in garage (its ``RL2Env`` resets
+        for every episode) and in Meta-World+ (``RNNBasedMetaRLWrapper`` in a vector env with
+        same-step autoreset): the step that ends an episode never reaches the policy, and the
+        ``done`` slot stays 0.
 
     Example::
 
@@ -33,7 +39,12 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
         (28,)
     """
 
-    def __init__(self, env: gym.Env[np.ndarray, Any], reward_scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        env: gym.Env[np.ndarray, Any],
+        reward_scale: float = 1.0,
+        zero_at_episode_start: bool = False,
+    ) -> None:
         super().__init__(env)
         obs_space = env.observation_space
         if not isinstance(obs_space, spaces.Box) or len(obs_space.shape) != 1:
@@ -44,6 +55,7 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
         if not np.isfinite(reward_scale):
             raise ValueError(f"reward_scale must be finite, got {reward_scale}")
         self.reward_scale = float(reward_scale)
+        self.zero_at_episode_start = bool(zero_at_episode_start)
         act_space = env.action_space
         self._flat_box_action = isinstance(act_space, spaces.Box) and len(act_space.shape) == 1
         if isinstance(act_space, spaces.Box):
@@ -96,4 +108,6 @@ class RL2Env(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
         if ended:
             self._active = False
         done = ended or info.get(EPISODE_END, False)
+        if done and not ended and self.zero_at_episode_start:  # obs starts the next episode
+            return self._compose(obs, None, 0.0, False), reward, terminated, truncated, info
         return self._compose(obs, action, reward, done), reward, terminated, truncated, info

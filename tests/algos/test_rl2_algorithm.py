@@ -177,6 +177,33 @@ def test_clip_actions_decides_whether_the_raw_gaussian_sample_reaches_the_task_e
             assert actions.max() > 3 * max_step
 
 
+@pytest.mark.parametrize("zero", [True, False])
+def test_zero_at_episode_start_reaches_training_and_the_meta_test(zero):
+    """The policy's observation at the first step of the second inner episode: zeros after the
+    position with the option (Meta-World+'s and garage's input), the ending step without it."""
+    horizon = 3
+    config = dataclasses.replace(SMALL, zero_at_episode_start=zero)
+    algo = RL2PPO("metabench/PointGoal-v0", config=config, env_kwargs={"horizon": horizon})
+    assert ("zero_at_episode_start" in algo.state_dict()["config"]) == zero  # recorded when on
+    algo.venv.reset()
+    action = np.full((config.meta_batch_size, 2), 0.05, dtype=np.float32)
+    for _ in range(horizon):
+        training = algo.venv.step(action)[0]
+    env = algo.wrap_env(Trial(PointGoalEnv(horizon=horizon), config.episodes_per_trial))
+    env.reset(seed=0)
+    for _ in range(horizon):
+        meta_test = env.step(action[0])[0]
+    for obs in (*training, meta_test):
+        np.testing.assert_array_equal(obs[:2], [0.0, 0.0])  # the next episode's start
+        if zero:
+            np.testing.assert_array_equal(obs[2:], np.zeros(4))
+        else:
+            # the env's action: SB3's [-1, 1] scaled to PointGoal's max step of 0.1
+            np.testing.assert_allclose(obs[2:4], [0.005, 0.005], rtol=1e-6)
+            assert obs[5] == 1.0
+    algo.venv.close()
+
+
 @pytest.mark.parametrize("bad", [{"meta_batch_size": 0}, {"discount": 1.5}, {"learning_rate": 0}])
 def test_bad_config_raises(bad):
     with pytest.raises(ValueError):

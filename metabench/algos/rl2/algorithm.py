@@ -66,6 +66,13 @@ CLIP_ACTIONS_DOC = (
 )
 
 
+ZERO_AT_EPISODE_START_DOC = (
+    "true: the first observation of each inner episode carries zeros for the previous action, "
+    "reward and done flag, as garage's RL2Env and Meta-World+ (RNNBasedMetaRLWrapper with "
+    "same-step autoreset) give: the step that ends an episode never reaches the policy. false: "
+    "it carries that step's action, reward and done flag, so the policy sees where an episode "
+    "ended"
+)
 ENCODER_SIZES_DOC = (
     "widths of the tanh layers between the RL2 observation and the recurrent cell, every one "
     "activated; empty: none (garage). Meta-World+: [256, 256, 256] (metaworld-algorithms "
@@ -144,6 +151,9 @@ class RL2PPOConfig:
         "acts in (garage: init_std 1.0, i.e. 0.0)",
     )
     clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
+    zero_at_episode_start: bool = option(
+        False, ZERO_AT_EPISODE_START_DOC, recorded_at_default=False
+    )
     deterministic_eval: bool = option(
         False, "act with the distribution's mode in every meta-test episode"
     )
@@ -353,9 +363,12 @@ class RL2PolicyBatch(PolicyBatch):
                 full[:, rows] = adapted[:, rows]
 
 
-def _rl2_env(env: gym.Env[Any, Any], reward_scale: float, clip_actions: bool) -> gym.Env[Any, Any]:
+def _rl2_env(
+    env: gym.Env[Any, Any], reward_scale: float, zero_at_episode_start: bool, clip_actions: bool
+) -> gym.Env[Any, Any]:
     """What RL2's policies observe: ``RL2Env`` around ``env``, actions as SB3 presents them."""
-    return _action_wrapper(clip_actions)(RL2Env(env, reward_scale=reward_scale))
+    rl2 = RL2Env(env, reward_scale=reward_scale, zero_at_episode_start=zero_at_episode_start)
+    return _action_wrapper(clip_actions)(rl2)
 
 
 def _action_wrapper(clip_actions: bool) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
@@ -411,6 +424,7 @@ class RL2(MetaRLAlgorithm):
             sampler=sampler,
             rl2=True,
             reward_scale=config.reward_scale,
+            zero_at_episode_start=config.zero_at_episode_start,
             seed=seed,
             backend="sb3",
             processes=config.processes,
@@ -517,7 +531,10 @@ class RL2(MetaRLAlgorithm):
 
     def env_wrapper(self) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
         return functools.partial(
-            _rl2_env, reward_scale=self.config.reward_scale, clip_actions=self.config.clip_actions
+            _rl2_env,
+            reward_scale=self.config.reward_scale,
+            zero_at_episode_start=self.config.zero_at_episode_start,
+            clip_actions=self.config.clip_actions,
         )
 
     # -- checkpoints -----------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from metabench.algos.rl2.algorithm import (
     PROCESSES_DOC,
     RL2,
     WEIGHT_INIT_DOC,
+    ZERO_AT_EPISODE_START_DOC,
     check_network_options,
     rl2_implementation,
 )
@@ -88,6 +89,9 @@ class RL2TRPOConfig:
         0.0, "initial log standard deviation of the Gaussian policy (garage: init_std 1.0)"
     )
     clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
+    zero_at_episode_start: bool = option(
+        False, ZERO_AT_EPISODE_START_DOC, recorded_at_default=False
+    )
     deterministic_eval: bool = option(
         False, "act with the distribution's mode in every meta-test episode"
     )
