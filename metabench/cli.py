@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -317,86 +317,110 @@ def print_warning(message: str) -> None:
     print(f"metabench: warning: {message}", file=sys.stderr)
 
 
-def _run(args: argparse.Namespace) -> None:
-    if args.command == "demo":
-        from metabench.demo import run_demo
+def demo_command(args: argparse.Namespace) -> None:
+    from metabench.demo import run_demo
 
-        run_demo(args.tasks, args.episodes_per_trial, args.seed, metaworld=not args.no_metaworld)
-    elif args.command == "train":
-        from metabench.harness.run import RunSettings, recorded_command
-        from metabench.harness.training import train
+    run_demo(args.tasks, args.episodes_per_trial, args.seed, metaworld=not args.no_metaworld)
 
-        out = args.out or Path("runs") / f"{args.benchmark}-{args.algorithm}-seed{args.seed}"
-        train(
-            RunSettings(
-                benchmark=args.benchmark,
-                algorithm=args.algorithm,
-                seed=args.seed,
-                env_steps=args.steps,
-                out=out,
-                hyperparameters=dict(args.overrides),
-                eval_every=args.eval_every,
-                checkpoint_every=args.checkpoint_every,
-                command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm),
-                cpus=args.cpus,
-            )
+
+def train_command(args: argparse.Namespace) -> None:
+    from metabench.harness.run import RunSettings, recorded_command
+    from metabench.harness.training import train
+
+    out = args.out or Path("runs") / f"{args.benchmark}-{args.algorithm}-seed{args.seed}"
+    train(
+        RunSettings(
+            benchmark=args.benchmark,
+            algorithm=args.algorithm,
+            seed=args.seed,
+            env_steps=args.steps,
+            out=out,
+            hyperparameters=dict(args.overrides),
+            eval_every=args.eval_every,
+            checkpoint_every=args.checkpoint_every,
+            command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm),
+            cpus=args.cpus,
         )
-    elif args.command == "bench":
-        from metabench.harness.executors import make_executor
-        from metabench.harness.grid import plan, run_grid
-        from metabench.harness.report import grid_tables, make_console
-        from metabench.harness.run import RunError, make_writable_folder
+    )
 
-        console = make_console()
-        cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, args.results)
-        make_writable_folder(args.results, "--results")
-        if args.address != "auto" and args.executor != "ray":
-            raise RunError("--address is for the ray executor: add --executor ray")
-        executor = make_executor(args.executor, workers=args.workers, address=args.address)
-        try:
-            outcome = run_grid(cells, executor, console)
-        finally:
-            executor.close()
-        _, summaries = write_tables(args.results, args.results, "--results")
-        for table in grid_tables(summaries, title=f"metabench bench --profile {args.profile}"):
-            console.print(table)
-        console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")
-        if any(error is not None for error in outcome.values()):
-            raise RunError("some cells failed: see the list above")
-    elif args.command == "list":
-        from metabench.harness.report import make_console, specs_tables
 
-        console = make_console()
-        for table in specs_tables():
-            console.print(table)
-    elif args.command == "table":
-        if not args.results.is_dir():
-            raise ValueError(f"--results {args.results} is not a folder")
-        for path in write_tables(args.results, args.out or args.results, "--out")[0]:
-            print(f"wrote {path}")
-    elif args.command == "plot":
-        from metabench.harness.generated import write_generated
-        from metabench.harness.plots import render_plots
-        from metabench.harness.run import RunError
-        from metabench.harness.tables import collect_results
+def bench_command(args: argparse.Namespace) -> None:
+    from metabench.harness.executors import make_executor
+    from metabench.harness.grid import plan, run_grid
+    from metabench.harness.report import grid_tables, make_console
+    from metabench.harness.run import RunError, make_writable_folder
 
-        if not args.results.is_dir():
-            raise ValueError(f"--results {args.results} is not a folder")
-        if args.out is not None and args.out.exists() and not args.out.is_dir():
-            raise RunError(f"--out {args.out} is a file: give a folder for the plots")
-        plots = render_plots(collect_results(args.results, warn=print_warning))
-        if args.out is None:  # <results>/plots, the files `table` writes there too
-            written = write_generated(
-                args.results, {f"plots/{n}": p for n, p in plots.items()}, "--out"
-            )
-        else:
-            written = write_generated(args.out, plots, "--out")
-        for path in written:
-            print(f"wrote {path}")
-    elif args.command == "evaluate":
-        from metabench.harness.training import evaluate
+    console = make_console()
+    cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, args.results)
+    make_writable_folder(args.results, "--results")
+    if args.address != "auto" and args.executor != "ray":
+        raise RunError("--address is for the ray executor: add --executor ray")
+    executor = make_executor(args.executor, workers=args.workers, address=args.address)
+    try:
+        outcome = run_grid(cells, executor, console)
+    finally:
+        executor.close()
+    _, summaries = write_tables(args.results, args.results, "--results")
+    for table in grid_tables(summaries, title=f"metabench bench --profile {args.profile}"):
+        console.print(table)
+    console.print(f"Tables and plots: {args.results / 'README.md'}, {args.results / 'plots'}")
+    if any(error is not None for error in outcome.values()):
+        raise RunError("some cells failed: see the list above")
 
-        evaluate(args.run_dir, args.test_tasks, args.exploration_episodes, args.test_episodes)
+
+def list_command(args: argparse.Namespace) -> None:
+    from metabench.harness.report import make_console, specs_tables
+
+    console = make_console()
+    for table in specs_tables():
+        console.print(table)
+
+
+def table_command(args: argparse.Namespace) -> None:
+    if not args.results.is_dir():
+        raise ValueError(f"--results {args.results} is not a folder")
+    for path in write_tables(args.results, args.out or args.results, "--out")[0]:
+        print(f"wrote {path}")
+
+
+def plot_command(args: argparse.Namespace) -> None:
+    from metabench.harness.generated import write_generated
+    from metabench.harness.plots import render_plots
+    from metabench.harness.run import RunError
+    from metabench.harness.tables import collect_results
+
+    if not args.results.is_dir():
+        raise ValueError(f"--results {args.results} is not a folder")
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise RunError(f"--out {args.out} is a file: give a folder for the plots")
+    plots = render_plots(collect_results(args.results, warn=print_warning))
+    if args.out is None:  # <results>/plots, the files `table` writes there too
+        written = write_generated(
+            args.results, {f"plots/{n}": p for n, p in plots.items()}, "--out"
+        )
+    else:
+        written = write_generated(args.out, plots, "--out")
+    for path in written:
+        print(f"wrote {path}")
+
+
+def evaluate_command(args: argparse.Namespace) -> None:
+    from metabench.harness.training import evaluate
+
+    evaluate(args.run_dir, args.test_tasks, args.exploration_episodes, args.test_episodes)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
+    "demo": demo_command,
+    "train": train_command,
+    "evaluate": evaluate_command,
+    "bench": bench_command,
+    "list": list_command,
+    "table": table_command,
+    "plot": plot_command,
+}
+"""Each subcommand's handler: it runs the command from its parsed arguments, and raises what
+:func:`main` turns into a one-line error and an exit code."""
 
 
 def error_line(error: Exception) -> str | None:
@@ -443,7 +467,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(arguments)
 
     try:
-        _run(args)
+        COMMANDS[args.command](args)
     except KeyboardInterrupt:
         print(f"metabench: {INTERRUPTED}", file=sys.stderr)
         return 130

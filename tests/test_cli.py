@@ -118,3 +118,35 @@ def test_cpus_beyond_the_machine_is_refused_with_its_core_count(capsys, monkeypa
         "metabench train: error: argument --cpus: 4 is more than the 3 cores of this machine: "
         "use at most 3 (see metabench train --help)"
     ]
+
+
+def test_every_subcommand_has_a_handler():
+    from metabench.cli import COMMANDS, build_parser
+
+    parser = build_parser()
+    subcommands = next(action.choices for action in parser._actions if action.dest == "command")
+    assert set(subcommands) == set(COMMANDS)
+
+
+def test_main_runs_the_handler_of_the_command_and_turns_its_errors_into_exit_codes(
+    monkeypatch, capsys
+):
+    from metabench.cli import COMMANDS, INTERRUPTED
+    from metabench.harness.run import RunError
+
+    seen = []
+
+    def handler(args):
+        seen.append(args.results)
+        if len(seen) == 2:
+            raise RunError("cannot")
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setitem(COMMANDS, "plot", handler)
+    assert main(["plot", "--results", "here"]) == 0
+    assert main(["plot", "--results", "there"]) == 1
+    assert capsys.readouterr().err == "metabench: error: cannot\n"
+    assert main(["plot"]) == 130
+    assert capsys.readouterr().err == f"metabench: {INTERRUPTED}\n"
+    assert [str(path) for path in seen] == ["here", "there", "results"]

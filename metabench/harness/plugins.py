@@ -11,7 +11,7 @@ names the file and what to change:
 - when the algorithm is built, before a run writes anything: it is a
   :class:`~metabench.algos.base.MetaRLAlgorithm` that says how many environment steps one
   ``train()`` iteration takes (:func:`check_algorithm`);
-- every iteration: ``train()`` returns numbers (:func:`metabench.harness.training.iteration_stats`);
+- every iteration: ``train()`` returns numbers (:func:`metabench.harness.trainer.iteration_stats`);
 - every checkpoint: ``state_dict()`` holds only what a checkpoint can read back
   (:meth:`metabench.harness.run.RunDirectory.save_checkpoint`).
 

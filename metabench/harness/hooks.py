@@ -1,0 +1,223 @@
+"""The hooks of ``metabench train`` (see :class:`~metabench.harness.trainer.Hook`), one concern
+each; :func:`~metabench.harness.training.train` gives them to the trainer in this order:
+:class:`NonFiniteWarning`, :class:`TensorBoard`, :class:`PeriodicMetaTest`,
+:class:`StopOnInterrupt`, :class:`Checkpoints`, :class:`ProgressBar`. The order matters: a Ctrl-C
+during a periodic meta-test stops at that iteration, and its checkpoint is written after the
+iteration's evaluation file, so that resuming from it never skips one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from torch.utils.tensorboard import SummaryWriter
+
+from metabench.evaluation import MetaTestResult
+from metabench.harness.atomic import atomic_write_json
+from metabench.harness.interrupt import stop_at_iteration_end
+from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
+from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
+from metabench.rng import derived_seed
+
+EVALUATION_STREAM = 1
+"""The key of meta-test streams under a run's seed (see :func:`evaluation_seed`)."""
+
+
+def evaluation_seed(seed: int, iteration: int) -> int:
+    """The seed of the meta-test at ``iteration`` of the run seeded ``seed``.
+
+    A meta-test during training (``--eval-every``) and ``metabench evaluate`` draw their
+    randomness from streams of their own, derived from the run's seed and the iteration, and
+    leave training's untouched: evaluating cannot change training or the final result, and
+    evaluating the same checkpoint twice gives the same numbers.
+    """
+    return derived_seed(seed, (EVALUATION_STREAM, iteration))
+
+
+class NonFiniteWarning(Hook):
+    """Warns once per statistic, the first iteration ``train()`` returns it NaN or infinite:
+    ``result.json`` stores such a value as null."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.warned: set[str] = set()
+
+    def after_iteration(
+        self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
+    ) -> bool:
+        for key in sorted(k for k, v in stats.items() if not math.isfinite(v)):
+            if key not in self.warned:
+                self.warned.add(key)
+                self.console.print(
+                    f"metabench: warning: {type(trainer.algorithm).__name__}.train() returned "
+                    f"{key} = {stats[key]} at iteration {iteration}; result.json stores it as null",
+                    markup=False, highlight=False, soft_wrap=True,
+                )  # fmt: skip
+        return False
+
+
+class TensorBoard(Hook):
+    """Each iteration's statistics, and the meta-tests that name a prefix
+    (:attr:`~metabench.harness.trainer.MetaTest.tensorboard`), against environment steps."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self._stack = ExitStack()
+
+    def on_start(self, trainer: MetaTrainer) -> None:
+        self.writer = self._stack.enter_context(SummaryWriter(str(self.log_dir)))
+
+    def after_iteration(
+        self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
+    ) -> bool:
+        for key, value in stats.items():
+            self.writer.add_scalar(key, value, trainer.env_steps)
+        return False
+
+    def after_metatest(
+        self, trainer: MetaTrainer, metatest: MetaTest, result: MetaTestResult
+    ) -> None:
+        """Under ``metatest`` for meta-tests on all the run's test tasks and
+        ``periodic_metatest`` for those on a subset, so that the two never share a curve; the
+        number of test tasks included."""
+        prefix, step = metatest.tensorboard, trainer.env_steps
+        if prefix is None:
+            return
+        self.writer.add_scalar(f"{prefix}/n_test_tasks", result.n_tasks, step)
+        self.writer.add_scalar(f"{prefix}/test_return", result.test_return, step)
+        if result.test_episode_success_rate is not None:
+            rate = result.test_episode_success_rate
+            self.writer.add_scalar(f"{prefix}/test_success_rate", rate, step)
+        for k, value in enumerate(result.return_per_episode):
+            self.writer.add_scalar(f"{prefix}/return_episode_{k + 1}", value, step)
+
+    def on_end(self, trainer: MetaTrainer) -> None:
+        self._stack.close()
+
+
+class PeriodicMetaTest(Hook):
+    """Every ``every`` iterations, meta-tests the run (on ``[evaluation] periodic_test_tasks``
+    when the benchmark sets them) in evaluation streams of its own, and writes
+    ``evaluations/iteration-NNNNNN.json``."""
+
+    def __init__(self, plan: RunPlan, every: int) -> None:
+        self.plan, self.every = plan, every
+        self.subset = plan.config.get("periodic_test_tasks")
+        self.metatest = MetaTest(
+            "periodic_metatest",
+            plan.periodic_evaluator(),
+            plan.metatest_workers,
+            tensorboard="metatest" if self.subset is None else "periodic_metatest",
+        )
+
+    def after_iteration(
+        self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
+    ) -> bool:
+        if iteration % self.every != 0:
+            return False
+        algo = trainer.algorithm
+        with algo.evaluation_streams(evaluation_seed(self.plan.config["seed"], iteration)):
+            result = trainer.metatest(self.metatest)
+        n_test_tasks = len(self.plan.test_tasks)
+        protocol = metatest_protocol(self.plan.spec, algo, self.metatest.evaluator, n_test_tasks)
+        atomic_write_json(
+            self.plan.run.evaluations / f"iteration-{iteration:06d}.json",
+            {
+                "iteration": iteration,
+                "env_steps": trainer.env_steps,
+                "metatest_protocol": protocol,
+                # the subset's indices in config.json's test_tasks
+                **({} if self.subset is None else {"test_task_indices": self.subset}),
+                **result.to_dict(),
+            },
+        )
+        return False
+
+
+class StopOnInterrupt(Hook):
+    """The first Ctrl-C stops training after the iteration it came in (see
+    :mod:`metabench.harness.interrupt`), then raises ``KeyboardInterrupt`` before the final
+    meta-test; hooks after this one see ``trainer.stopping`` (the checkpoint is written)."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._stack = ExitStack()
+        self._requested: Callable[[], bool] = lambda: False
+
+    def on_start(self, trainer: MetaTrainer) -> None:
+        self._requested = self._stack.enter_context(stop_at_iteration_end(self.console))
+
+    def after_iteration(
+        self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
+    ) -> bool:
+        return self._requested()
+
+    def on_training_end(self, trainer: MetaTrainer) -> None:
+        if self._requested():
+            raise KeyboardInterrupt
+
+    def on_end(self, trainer: MetaTrainer) -> None:
+        self._stack.close()
+
+
+class Checkpoints(Hook):
+    """Writes the checkpoint every ``every`` iterations, at the last iteration, and at the one
+    training stops at (``trainer.stopping``, set by the hooks before this one)."""
+
+    def __init__(self, run: RunDirectory, every: int) -> None:
+        self.run, self.every = run, every
+
+    def after_iteration(
+        self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
+    ) -> bool:
+        if iteration % self.every == 0 or iteration == trainer.n_iterations or trainer.stopping:
+            self.run.save_checkpoint(trainer.checkpoint(), type(trainer.algorithm).__name__)
+        return False
+
+
+class ProgressBar(Hook):
+    """Iterations done, time left and the latest meta-train return; then which final meta-test
+    runs."""
+
+    def __init__(self, console: Console, description: str) -> None:
+        self.console, self.description = console, description
+        self._stack = ExitStack()
+
+    def on_start(self, trainer: MetaTrainer) -> None:
+        self.progress = self._stack.enter_context(
+            Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+                console=self.console,
+            )
+        )
+        self.bar = self.progress.add_task(
+            self.description,
+            total=max(trainer.n_iterations, 1),
+            completed=trainer.iteration,
+            info="",
+        )
+
+    def after_iteration(
+        self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
+    ) -> bool:
+        average = stats.get("metatrain/average_return", stats.get("metatrain/post_update_return"))
+        info = "" if average is None else f"meta-train return {average:.2f}"
+        self.progress.update(self.bar, completed=iteration, info=info)
+        return False
+
+    def before_metatest(self, trainer: MetaTrainer, metatest: MetaTest) -> None:
+        if metatest.description is not None:
+            completed = max(trainer.n_iterations, 1)
+            self.progress.update(self.bar, description=metatest.description, completed=completed)
+
+    def on_end(self, trainer: MetaTrainer) -> None:
+        self._stack.close()
