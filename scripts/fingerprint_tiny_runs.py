@@ -11,7 +11,19 @@ line this script prints unchanged: run it before and after, and compare the two 
 Each run is ``metabench train`` on PointGoal (CEM and CMA-ES: HalfCheetahVel) on one core, with a
 budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update (its own settings
 are for Meta-World only). The hash covers every number of ``result.json``'s training and
-meta-test sections except wall times.
+meta-test sections except wall times, and their keys, as
+:func:`metabench.harness.resultfile.read_result` reads the file: in the current version's form,
+so that a run written in version 1 of the meta-test result (``n_exploration_eps``) and the same
+numbers written in version 2 (``exploration_episodes``) hash the same. (Fingerprints printed
+before version 2 hashed the file as written and cannot be compared with these.)
+
+``--code`` trains with another checkout of metabench (the runs run in it, with it first on their
+``PYTHONPATH``) while the hashing stays this script's, for instance the commit before a change
+that renames stored keys::
+
+    git worktree add /tmp/before <commit>
+    .venv/bin/python scripts/fingerprint_tiny_runs.py --code /tmp/before > /tmp/before.txt
+    .venv/bin/python scripts/fingerprint_tiny_runs.py > /tmp/after.txt
 
 ``--benchmark`` runs them on another benchmark instead of PointGoal, for instance one of your own
 through ``METABENCH_SPECS``. A change of PointGoal's protocol moves its fingerprints; a copy of
@@ -28,11 +40,14 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from metabench.harness.resultfile import read_result
 
 ALGORITHMS = {
     "nop": [],
@@ -93,16 +108,22 @@ def fingerprint(
     extra: list[str],
     root: Path,
     ignore: frozenset[str],
+    code: Path | None = None,
 ) -> str:
-    """The sha256 of one tiny run's numbers."""
+    """The sha256 of one tiny run's numbers (trained with the metabench in ``code`` if given)."""
     out = root / algorithm
     command = [
         sys.executable, "-m", "metabench.cli", "train", "--benchmark", benchmark,
         "--algorithm", algorithm, "--seed", "3", "--steps", str(steps), "--cpus", "1",
         "--out", str(out), *extra,
     ]  # fmt: skip
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    result = json.loads((out / "result.json").read_text())
+    env, cwd = None, None
+    if code is not None:  # run in it too: ``python -m`` puts the working directory first
+        cwd = code.resolve()
+        paths = [str(cwd), os.environ.get("PYTHONPATH", "")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
+    result = read_result(out / "result.json")
     payload = json.dumps(numbers(result, ignore=ignore), sort_keys=True).encode()
     return hashlib.sha256(payload).hexdigest()
 
@@ -117,13 +138,19 @@ def main() -> None:
         "--ignore", nargs="+", default=[], metavar="KEY",
         help="leave out the numbers under these keys (fields a change adds)",
     )  # fmt: skip
+    parser.add_argument(
+        "--code", type=Path, metavar="DIR",
+        help="train with the metabench checkout in DIR (the hashing stays this script's)",
+    )  # fmt: skip
     parser.add_argument("algorithms", nargs="*", default=list(ALGORITHMS))
     args = parser.parse_args()
     ignore = frozenset(args.ignore)
     with tempfile.TemporaryDirectory() as root:
         for algorithm in args.algorithms:
             extra = ALGORITHMS[algorithm]
-            digest = fingerprint(algorithm, args.benchmark, args.steps, extra, Path(root), ignore)
+            digest = fingerprint(
+                algorithm, args.benchmark, args.steps, extra, Path(root), ignore, args.code
+            )
             print(f"{algorithm:16s} {digest}", flush=True)
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import gymnasium as gym
 
+from metabench.evaluation import upgrade_record
 from metabench.evaluation.metaworld_adapter import MetaWorldAgent
 from metabench.harness.loading import load_run
 
@@ -33,7 +34,7 @@ def recorded_count(run_dir: Path) -> float | None:
     candidates = [run_dir / "result.json", *sorted(run_dir.glob("evaluations/evaluate-*.json"))]
     for path in reversed(candidates):
         if path.exists():
-            record = json.loads(path.read_text())
+            record = upgrade_record(json.loads(path.read_text()))
             aggregate = record.get("metatest", record).get("aggregate", {})
             if aggregate.get("metaworld_success_rate") is not None:
                 return float(aggregate["metaworld_success_rate"])

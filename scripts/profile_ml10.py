@@ -286,7 +286,7 @@ def time_sequential_metatest(
     s = watch.seconds
     print_split(
         f"meta-test of {algorithm} on ML10 ({step}, {result.n_tasks} test tasks x "
-        f"{result.n_exploration_eps}+{result.n_test_episodes} episodes, one env at a time)",
+        f"{result.exploration_episodes}+{result.test_episodes} episodes, one env at a time)",
         total,
         result.n_env_steps,
         [

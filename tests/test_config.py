@@ -14,9 +14,11 @@ from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
 from metabench.algos.rl2.algorithm import RL2PPOConfig
 from metabench.cli import main
+from metabench.evaluation import MetaTestResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.run import RunSettings, build_algorithm, resolve
+from metabench.harness.resultfile import read_result
+from metabench.harness.run import RunDirectory, RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
 
 CONFIGS = [RL2PPOConfig, MAMLConfig, NOPConfig, CEMConfig, CMAESConfig, ReferenceConfig]
@@ -215,8 +217,15 @@ def test_committed_results_resolve_to_their_recorded_configuration():
     if not files:
         pytest.skip("no committed results")
     for path in files:
-        result = json.loads(path.read_text())
+        result = read_result(path)  # in the current version's form, whatever version it is in
         config = result["config"]
+        assert RunDirectory(path.parent).read_config() == config, path  # config.json, read
+        protocol = config["protocol"]
+        metatest = MetaTestResult.from_dict(result["metatest"])
+        assert (metatest.exploration_episodes, metatest.test_episodes) == (
+            protocol["exploration_episodes"],
+            protocol["test_episodes"],
+        ), path
         entry = get_algorithm(config["algorithm"])
         spec = get_benchmark(config["benchmark"])
         overrides = {}

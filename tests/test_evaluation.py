@@ -17,11 +17,14 @@ import pytest
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.data import EpisodeBatch, StepType
 from metabench.evaluation import (
+    RESULT_VERSION,
     MetaEvaluator,
     MetaTestResult,
+    ResultVersionError,
     TaskResult,
     task_from_json,
     task_to_json,
+    upgrade_record,
 )
 from metabench.tasks.toy import PointGoalEnv
 from metabench.wrappers import RL2Env
@@ -246,13 +249,61 @@ def test_result_json_round_trip_and_task_restore():
     assert again.evaluate(ScriptedAlgo()).to_dict() == result.to_dict()
 
 
-def test_from_dict_rejects_other_files():
+VERSION_1_NAMES = {"exploration_episodes": "n_exploration_eps", "test_episodes": "n_test_episodes"}
+
+
+def as_version_1(record: dict[str, Any]) -> dict[str, Any]:
+    """A meta-test result dict of the current version as version 1 wrote it."""
+    old = {VERSION_1_NAMES.get(key, key): value for key, value in record.items()}
+    old["version"] = 1
+    old["tasks"] = [
+        {VERSION_1_NAMES.get(key, key): value for key, value in task.items()}
+        for task in record["tasks"]
+    ]
+    return old
+
+
+def test_a_version_1_result_reads_as_its_version_2_form():
+    result = MetaEvaluator(make_env, [NEAR, FAR], 2, 1, seed=7).evaluate(ScriptedAlgo())
+    current = json.loads(json.dumps(result.to_dict()))
+    assert current["version"] == RESULT_VERSION == 2
+    assert current["exploration_episodes"] == 2 and current["test_episodes"] == 1
+    assert all(task["exploration_episodes"] == 2 for task in current["tasks"])
+    old = as_version_1(current)
+    assert "n_exploration_eps" in old and "n_exploration_eps" in old["tasks"][0]
+    assert upgrade_record(old) == current
+    assert upgrade_record(current) == current
+    assert MetaTestResult.from_dict(old) == MetaTestResult.from_dict(current) == result
+    assert MetaTestResult.from_dict(old).to_dict() == result.to_dict()
+    # an evaluations/*.json file (a result with fields added) and a result.json holding one,
+    # with its run's config.json; metatest_protocol had version 2's names already
+    periodic = {"iteration": 3, "metatest_protocol": {"exploration_episodes": 2}}
+    assert upgrade_record({**periodic, **old}) == {**periodic, **current}
+    config = {"seed": 7, "protocol": {"exploration_episodes": 2, "test_episodes": 1}}
+    old_config = {"seed": 7, "protocol": {"n_exploration_eps": 2, "n_test_episodes": 1}}
+    assert upgrade_record(old_config) == config
+    stored = {"config": old_config, "metatest": old, "train_evaluation": old, "iterations": 1}
+    assert upgrade_record(stored) == {
+        "config": config, "metatest": current, "train_evaluation": current, "iterations": 1
+    }  # fmt: skip
+    assert stored["metatest"] is old and old["version"] == 1  # the input is left as it was
+
+
+def test_from_dict_rejects_other_files_and_versions_it_cannot_read():
     with pytest.raises(ValueError, match="format"):
         MetaTestResult.from_dict({"format": "something else"})
     data = MetaEvaluator(make_env, [NEAR], 1, 1).evaluate(ScriptedAlgo()).to_dict()
-    data["version"] = 99
-    with pytest.raises(ValueError, match="version"):
+    data["version"] = 3
+    with pytest.raises(ResultVersionError) as raised:
         MetaTestResult.from_dict(data)
+    assert str(raised.value) == (
+        "meta-test result version 3 is newer than this metabench reads (versions 1 to 2): "
+        "upgrade metabench to read it"
+    )
+    for version in (0, "1", None):
+        data["version"] = version
+        with pytest.raises(ResultVersionError, match=f"version {version!r} is not one metabench"):
+            upgrade_record(data)
 
 
 def test_task_json_helpers():

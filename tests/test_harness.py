@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from metabench.cli import main
-from metabench.evaluation import task_to_json
+from metabench.evaluation import ResultVersionError, task_to_json
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.plots import periodic_metatests
+from metabench.harness.resultfile import collect_results, read_result
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.training import evaluate, train
 
@@ -171,6 +173,82 @@ def test_directory_of_another_run_is_refused(tmp_path):
     train(settings(out, algorithm="nop"))
     with pytest.raises(RunError, match="holds a different run"):
         train(settings(out))
+
+
+OLD_NAMES = {"exploration_episodes": "n_exploration_eps", "test_episodes": "n_test_episodes"}
+
+
+def _old(record: dict) -> dict:
+    return {OLD_NAMES.get(key, key): value for key, value in record.items()}
+
+
+def _old_metatest(record: dict) -> dict:
+    return {**_old(record), "version": 1, "tasks": [_old(task) for task in record["tasks"]]}
+
+
+def write_as_version_1(out: Path) -> None:
+    """Rewrite a run directory's files as version 1 of the meta-test result wrote them."""
+    config = json.loads((out / "config.json").read_text())
+    config["protocol"] = _old(config["protocol"])
+    atomic_write_json(out / "config.json", config)
+    for path in (out / "evaluations").glob("*.json"):
+        atomic_write_json(path, _old_metatest(json.loads(path.read_text())))
+    result = json.loads((out / "result.json").read_text())
+    result["config"] = config
+    result["metatest"] = _old_metatest(result["metatest"])
+    atomic_write_json(out / "result.json", result)
+
+
+def test_a_run_written_by_version_1_resumes_and_evaluates_as_the_same_run(tmp_path, capsys):
+    """A run directory of version 1 (``n_exploration_eps``, ``n_test_episodes``) is the same run:
+    its files read in version 2's form, ``metabench evaluate`` reproduces its numbers, and it
+    resumes (here: its final meta-test again, from its checkpoint) to the same result."""
+    out = tmp_path / "r"
+    train(settings(out, eval_every=1))
+    original = json.loads((out / "result.json").read_text())
+    periodic = [json.loads(p.read_text()) for p in sorted((out / "evaluations").glob("*.json"))]
+    assert original["config"]["protocol"] == {"exploration_episodes": 2, "test_episodes": 1}
+    assert original["metatest"]["version"] == 2 and len(periodic) == 2
+    write_as_version_1(out)
+    old_config = (out / "config.json").read_bytes()
+    assert b'"n_exploration_eps": 2' in old_config
+    assert read_result(out / "result.json") == original
+    assert RunDirectory(out).read_config() == original["config"]
+    assert periodic_metatests(out / "result.json") == periodic
+    capsys.readouterr()
+    assert train(settings(out)) == original  # the same run, already complete
+    assert "already complete" in capsys.readouterr().err
+    evaluate(out)
+    assert "The same numbers as the run's final meta-test" in capsys.readouterr().err
+    (out / "result.json").unlink()
+    resumed = train(settings(out))
+    assert "Resuming" in capsys.readouterr().err
+    assert resumed["metatest"] == original["metatest"]
+    assert (out / "config.json").read_bytes() == old_config  # left as it was written
+
+
+def test_a_result_of_a_newer_version_is_a_one_line_error_naming_it(tmp_path, capsys):
+    out = tmp_path / "r"
+    train(settings(out, algorithm="nop"))
+    path = out / "result.json"
+    result = json.loads(path.read_text())
+    result["metatest"]["version"] = 3
+    atomic_write_json(path, result)
+    message = (
+        f"{path}: meta-test result version 3 is newer than this metabench reads (versions 1 to "
+        f"2): upgrade metabench to read it"
+    )
+    with pytest.raises(ResultVersionError) as raised:
+        read_result(path)
+    assert str(raised.value) == message
+    warnings: list[str] = []
+    assert collect_results(tmp_path, warnings.append) == []
+    assert warnings == [f"skipped: {message}"]
+    capsys.readouterr()
+    command = ["train", "--benchmark", "Bandit", "--algorithm", "nop", "--seed", "0"]
+    assert main([*command, "--steps", str(2 * STEPS_PER_ITERATION), "--out", str(out)]) == 1
+    assert capsys.readouterr().err == f"metabench: error: {message}\n"
+    assert path.exists()  # not set aside as corrupt
 
 
 def test_a_folder_of_the_users_is_not_a_run_directory(tmp_path):

@@ -51,7 +51,7 @@ def test_meta_test_result_records_metaworld_count_only_with_its_setting():
         return TaskResult(
             task_index=index,
             task={"env_name": "reach-v3", "data": str(index)},
-            n_exploration_eps=1,
+            exploration_episodes=1,
             episode_returns=[100.0] * 4,
             episode_lengths=[100] * 4,
             episode_successes=successes,
@@ -86,7 +86,7 @@ def test_tables_show_metaworlds_count_beside_the_episode_rate_where_it_is_record
         if counted is not None:
             aggregate["metaworld_success_rate"] = counted
         tasks = [{"episode_returns": [0.0, 1.0]}]
-        metatest = {"aggregate": aggregate, "n_exploration_eps": 1, "tasks": tasks}
+        metatest = {"aggregate": aggregate, "exploration_episodes": 1, "tasks": tasks}
         return {
             "config": {"benchmark": benchmark, "algorithm": "rl2", "seed": seed},
             "env_steps": 10, "wall_time_s": 1.0, "metatrain": {}, "metatest": metatest,

@@ -42,7 +42,7 @@ def make_result(
     seed: int,
     task_returns: list[list[float]],
     *,
-    n_exploration_eps: int = 2,
+    exploration_episodes: int = 2,
     successes: list[list[bool]] | None = None,
     tasks: list[Any] | None = None,
     env_steps: int = 1000,
@@ -55,7 +55,7 @@ def make_result(
         TaskResult(
             task_index=i,
             task=tasks[i] if tasks else {"goal": float(i)},
-            n_exploration_eps=n_exploration_eps,
+            exploration_episodes=exploration_episodes,
             episode_returns=list(returns),
             episode_lengths=[10] * len(returns),
             episode_successes=None if successes is None else list(successes[i]),
@@ -65,8 +65,8 @@ def make_result(
     metatest = MetaTestResult(
         algorithm=algorithm,
         env="fake",
-        n_exploration_eps=n_exploration_eps,
-        n_test_episodes=len(task_returns[0]) - n_exploration_eps,
+        exploration_episodes=exploration_episodes,
+        test_episodes=len(task_returns[0]) - exploration_episodes,
         seed=seed,
         tasks=task_results,
     )
@@ -189,9 +189,9 @@ def test_summary_resamples_seeds_not_episodes() -> None:
     # Per-seed aggregates are 2, 5 and 8 whatever the number of tasks of seed 0.
     def runs(seed0_tasks: list[list[float]]) -> list[dict]:
         return [
-            make_result("B", "x", 0, seed0_tasks, n_exploration_eps=1),
-            make_result("B", "x", 1, [[0.0, 5.0]], n_exploration_eps=1),
-            make_result("B", "x", 2, [[0.0, 8.0]], n_exploration_eps=1),
+            make_result("B", "x", 0, seed0_tasks, exploration_episodes=1),
+            make_result("B", "x", 1, [[0.0, 5.0]], exploration_episodes=1),
+            make_result("B", "x", 2, [[0.0, 8.0]], exploration_episodes=1),
         ]
 
     few = summarize(runs([[0.0, 1.0], [0.0, 3.0]]))[0]
@@ -206,7 +206,7 @@ def test_pre_adaptation_return_gain_and_test_task_noise() -> None:
     """Pre: mean of the exploration episodes; gain: post - pre per seed; noise: half the width of
     a bootstrap interval over one run's test tasks, recomputed here with scipy."""
     tasks = {0: [[-3.0, -1.0, 2.0], [-5.0, -3.0, 4.0]], 1: [[-2.0, 0.0, 1.0], [0.0, 0.0, 3.0]]}
-    runs = [make_result("B", "x", seed, t, n_exploration_eps=2) for seed, t in tasks.items()]
+    runs = [make_result("B", "x", seed, t, exploration_episodes=2) for seed, t in tasks.items()]
     summary = summarize(runs)[0]
     pre = [np.mean([-3.0, -1.0, -5.0, -3.0]), np.mean([-2.0, 0.0, 0.0, 0.0])]
     post = [3.0, 2.0]
@@ -228,7 +228,7 @@ def test_pre_adaptation_return_gain_and_test_task_noise() -> None:
 def test_grid_tables_one_per_benchmark_best_first_with_pre_post_and_gain() -> None:
     tasks = {"slow": [[-9.0, -5.0]], "fast": [[-4.0, 0.0]]}
     runs = [
-        make_result(benchmark, algorithm, seed, tasks[algorithm], n_exploration_eps=1)
+        make_result(benchmark, algorithm, seed, tasks[algorithm], exploration_episodes=1)
         for benchmark in ("Vel", "Dir")
         for algorithm in ("slow", "fast")
         for seed in (0, 1)
@@ -253,7 +253,7 @@ def test_success_is_the_fraction_of_test_episodes_as_metaworld_counts_it() -> No
     solved task; the table and the per-env table both say 1/3."""
     task = mw_task("reach-v3")
     result = make_result(
-        "ML1", "x", 0, [[0.0, 0.0, 1.0, 1.0, 1.0]], n_exploration_eps=2,
+        "ML1", "x", 0, [[0.0, 0.0, 1.0, 1.0, 1.0]], exploration_episodes=2,
         successes=[[False, False, True, False, False]], tasks=[task],
     )  # fmt: skip
     summary = summarize([result])[0]
@@ -309,7 +309,7 @@ def success_runs(algorithm: str, rates: list[float]) -> list[dict]:
                 algorithm,
                 seed,
                 [[0.0, float(seed)] for _ in range(4)],
-                n_exploration_eps=1,
+                exploration_episodes=1,
                 successes=successes,
             )
         )
@@ -370,7 +370,7 @@ def test_per_task_success_aggregates_by_env_name() -> None:
             algorithm,
             seed,
             [[0.0, 0.0] for _ in run_tasks],
-            n_exploration_eps=1,
+            exploration_episodes=1,
             successes=[[True, ok] for ok in test_ok],
             tasks=run_tasks,
         )
@@ -391,7 +391,9 @@ def test_per_task_success_aggregates_by_env_name() -> None:
 
 def test_per_task_success_empty_without_success() -> None:
     assert per_task_success_markdown([simple_run("B", "x", 0, 1.0)]) == ""
-    no_success = make_result("B", "x", 0, [[0.0, 1.0]], n_exploration_eps=1, tasks=[mw_task("a")])
+    no_success = make_result(
+        "B", "x", 0, [[0.0, 1.0]], exploration_episodes=1, tasks=[mw_task("a")]
+    )
     assert per_task_success_markdown([no_success]) == ""
 
 
@@ -404,7 +406,7 @@ def test_plot_adaptation_curves_one_valid_png_per_benchmark(tmp_path: Path) -> N
             algorithm,
             seed,
             [list(rng.normal(size=4)) for _ in range(3)],
-            n_exploration_eps=3,
+            exploration_episodes=3,
         )
         for algorithm in ("maml", "rl2")
         for seed in range(3)
@@ -429,8 +431,8 @@ def test_plot_adaptation_curves_one_valid_png_per_benchmark(tmp_path: Path) -> N
 
 def test_mixed_protocols_plot_as_separate_lines(monkeypatch) -> None:
     results = [
-        make_result("B", "x", 0, [[0.0, 1.0, 2.0]], n_exploration_eps=2),
-        make_result("B", "x", 1, [[0.0, 1.0]], n_exploration_eps=1),
+        make_result("B", "x", 0, [[0.0, 1.0, 2.0]], exploration_episodes=2),
+        make_result("B", "x", 1, [[0.0, 1.0]], exploration_episodes=1),
     ]
     drawn: list[tuple[str, int]] = []
     monkeypatch.setattr(
@@ -444,10 +446,10 @@ def test_task_points_pair_each_test_task_with_its_post_adaptation_return() -> No
     runs = [
         make_result(
             "Vel", "x", 0, [[-9.0, -1.0, -3.0], [-9.0, -5.0, -7.0]],
-            n_exploration_eps=1, tasks=[{"velocity": 1.5}, {"velocity": 0.5}],
+            exploration_episodes=1, tasks=[{"velocity": 1.5}, {"velocity": 0.5}],
         ),
         make_result(
-            "Vel", "x", 1, [[0.0, -4.0, -4.0]], n_exploration_eps=1, tasks=[{"velocity": 1.0}]
+            "Vel", "x", 1, [[0.0, -4.0, -4.0]], exploration_episodes=1, tasks=[{"velocity": 1.0}]
         ),
     ]  # fmt: skip
     points = plots.task_points(runs)
@@ -466,7 +468,7 @@ def test_return_by_task_plot_only_where_the_task_is_one_number_with_many_values(
     def runs(benchmark: str, tasks: list[Any]) -> list[dict]:
         returns = [[0.0, -abs(1.0 - float(i))] for i in range(len(tasks))]
         return [
-            make_result(benchmark, algorithm, 0, returns, n_exploration_eps=1, tasks=tasks)
+            make_result(benchmark, algorithm, 0, returns, exploration_episodes=1, tasks=tasks)
             for algorithm in ("maml", "nop")
         ]
 

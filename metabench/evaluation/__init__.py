@@ -6,7 +6,8 @@
   policy call per step;
 - :mod:`~metabench.evaluation.recording`: what both runners share, from recorded episodes to a
   :class:`TaskResult`;
-- :mod:`~metabench.evaluation.results`: :class:`MetaTestResult` and the tasks' JSON form;
+- :mod:`~metabench.evaluation.results`: :class:`MetaTestResult`, the tasks' JSON form and
+  :func:`~metabench.evaluation.results.upgrade_record`, the reader of earlier versions;
 - :mod:`~metabench.evaluation.metaworld_count`: Meta-World's own count of the same episodes;
 - :mod:`~metabench.evaluation.metaworld_adapter`: any algorithm under Meta-World's own
   evaluator (:class:`~metabench.evaluation.metaworld_adapter.MetaWorldAgent`).
@@ -16,9 +17,11 @@ from metabench.evaluation.results import (
     RESULT_FORMAT,
     RESULT_VERSION,
     MetaTestResult,
+    ResultVersionError,
     TaskResult,
     task_from_json,
     task_to_json,
+    upgrade_record,
 )
 from metabench.evaluation.sequential import GARAGE_PROTOCOL, METAWORLD_PROTOCOL, MetaEvaluator
 
@@ -29,7 +32,9 @@ __all__ = [
     "RESULT_VERSION",
     "MetaEvaluator",
     "MetaTestResult",
+    "ResultVersionError",
     "TaskResult",
     "task_from_json",
     "task_to_json",
+    "upgrade_record",
 ]

@@ -67,7 +67,7 @@ def task_result(
     return TaskResult(
         task_index=index,
         task=task,
-        n_exploration_eps=exploration_episodes,
+        exploration_episodes=exploration_episodes,
         episode_returns=[math.fsum(e.rewards) for e in episodes],
         episode_lengths=[len(e.rewards) for e in episodes],
         episode_successes=[bool(s) for s in successes] if reported else None,

@@ -5,6 +5,11 @@ success of each episode of its trial) and the numbers the tables report. Tasks a
 replayable JSON form (:func:`task_to_json`, :func:`task_from_json`). Success is keyed by the
 task's index in the test task list, never by env name (Meta-World's own
 ``metalearning_evaluation`` keys it by name, which merges all the tasks of ML1 into one).
+
+Stored records are read through :func:`upgrade_record`, the one reader of earlier versions:
+version 1 named the protocol's episode counts ``n_exploration_eps`` and ``n_test_episodes``;
+version 2 (:data:`RESULT_VERSION`) names them as the API does, ``exploration_episodes`` and
+``test_episodes``.
 """
 
 from __future__ import annotations
@@ -29,14 +34,68 @@ __all__ = [
     "RESULT_FORMAT",
     "RESULT_VERSION",
     "MetaTestResult",
+    "ResultVersionError",
     "TaskResult",
     "task_from_json",
     "task_to_json",
+    "upgrade_record",
 ]
 
 RESULT_FORMAT = "metabench.MetaTestResult"
 """The ``"format"`` tag of :meth:`MetaTestResult.to_dict`."""
-RESULT_VERSION = 1
+RESULT_VERSION = 2
+"""The ``"version"`` of :meth:`MetaTestResult.to_dict` (:func:`upgrade_record` reads version 1)."""
+
+VERSION_1_NAMES = {"n_exploration_eps": "exploration_episodes", "n_test_episodes": "test_episodes"}
+"""Version 1's keys of the meta-test protocol's episode counts, and version 2's."""
+
+
+class ResultVersionError(ValueError):
+    """A stored meta-test result of a version this metabench cannot read."""
+
+
+def _renamed(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {VERSION_1_NAMES.get(key, key): value for key, value in data.items()}
+
+
+def upgrade_record(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored record in the form of the current version (a new dict; ``data`` is unchanged):
+    the one reader of version 1, through which every file metabench writes is read.
+
+    It takes a meta-test result (:meth:`MetaTestResult.to_dict`, and the ``evaluations/*.json``
+    files, which add fields to one), a run's ``config.json`` (its ``protocol``) and a
+    ``result.json`` (its ``config``, ``metatest`` and ``train_evaluation``). Version 1's
+    ``n_exploration_eps`` and ``n_test_episodes`` become ``exploration_episodes`` and
+    ``test_episodes`` there and in each task's result; nothing else changes. A record of the
+    current version comes back equal.
+
+    :raises ResultVersionError: for a meta-test result of a version other than 1 and 2.
+    """
+    record = dict(data)
+    if record.get("format") == RESULT_FORMAT:  # a meta-test result, or a file that extends one
+        version = record.get("version")
+        if version == 1:
+            record = _renamed(record)
+            record["version"] = RESULT_VERSION
+            if isinstance(record.get("tasks"), list):
+                record["tasks"] = [
+                    _renamed(task) if isinstance(task, Mapping) else task
+                    for task in record["tasks"]
+                ]
+        elif version != RESULT_VERSION:
+            newer = isinstance(version, int) and version > RESULT_VERSION
+            raise ResultVersionError(
+                f"meta-test result version {version!r} is "
+                + ("newer than this metabench reads" if newer else "not one metabench writes")
+                + f" (versions 1 to {RESULT_VERSION}): "
+                + ("upgrade metabench to read it" if newer else "the file is not a valid result")
+            )
+    if isinstance(record.get("protocol"), Mapping):  # config.json, which has no version
+        record["protocol"] = _renamed(record["protocol"])
+    for key in ("config", "metatest", "train_evaluation"):  # result.json
+        if isinstance(record.get(key), Mapping):
+            record[key] = upgrade_record(record[key])
+    return record
 
 
 # -- tasks as JSON -------------------------------------------------------------------------------
@@ -116,7 +175,7 @@ class TaskResult:
         it, so two tasks of the same env (two ML1 goals) never share a success count.
     :param task: the exact task, in JSON form (:func:`task_to_json`; restore it with
         :func:`task_from_json` or :meth:`restore_task`).
-    :param n_exploration_eps: how many of the episodes came before adaptation.
+    :param exploration_episodes: how many of the episodes came before adaptation.
     :param episode_returns: undiscounted return of each episode, exploration then test.
     :param episode_lengths: number of steps of each episode.
     :param episode_successes: whether any step of each episode reported ``info["success"]``;
@@ -130,7 +189,7 @@ class TaskResult:
 
     task_index: int
     task: Any
-    n_exploration_eps: int
+    exploration_episodes: int
     episode_returns: list[float]
     episode_lengths: list[int]
     episode_successes: list[bool] | None = None
@@ -144,7 +203,7 @@ class TaskResult:
     @property
     def test_returns(self) -> list[float]:
         """Returns of the episodes after adaptation."""
-        return self.episode_returns[self.n_exploration_eps :]
+        return self.episode_returns[self.exploration_episodes :]
 
     @property
     def test_return(self) -> float:
@@ -156,21 +215,21 @@ class TaskResult:
         """True if any episode after adaptation succeeded (``None`` if success is not reported)."""
         if self.episode_successes is None:
             return None
-        return any(self.episode_successes[self.n_exploration_eps :])
+        return any(self.episode_successes[self.exploration_episodes :])
 
     @property
     def test_episode_success_rate(self) -> float | None:
         """Fraction of the episodes after adaptation that succeeded."""
         if self.episode_successes is None:
             return None
-        return _mean([float(s) for s in self.episode_successes[self.n_exploration_eps :]])
+        return _mean([float(s) for s in self.episode_successes[self.exploration_episodes :]])
 
     def counted_test_episodes(self) -> list[CountedEpisode] | None:
         """The test episodes as Meta-World's evaluation ends them, at their first success
         (``None`` without first-success steps)."""
         if self.episode_success_steps is None or self.episode_returns_to_success is None:
             return None
-        first = self.n_exploration_eps
+        first = self.exploration_episodes
         return [
             CountedEpisode(length, False, ret)
             if step is None
@@ -189,7 +248,7 @@ class TaskResult:
         record = {
             "task_index": self.task_index,
             "task": self.task,
-            "n_exploration_eps": self.n_exploration_eps,
+            "exploration_episodes": self.exploration_episodes,
             "episode_returns": list(self.episode_returns),
             "episode_lengths": list(self.episode_lengths),
             "episode_successes": (
@@ -205,11 +264,13 @@ class TaskResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskResult:
+        """Rebuild a task's result from :meth:`to_dict` output of the current version (those of
+        a stored file are upgraded by :meth:`MetaTestResult.from_dict`)."""
         successes = data.get("episode_successes")
         return cls(
             task_index=int(data["task_index"]),
             task=data["task"],
-            n_exploration_eps=int(data["n_exploration_eps"]),
+            exploration_episodes=int(data["exploration_episodes"]),
             episode_returns=[float(r) for r in data["episode_returns"]],
             episode_lengths=[int(n) for n in data["episode_lengths"]],
             episode_successes=None if successes is None else [bool(s) for s in successes],
@@ -225,7 +286,7 @@ class MetaTestResult:
     Aggregates are computed from :attr:`tasks` (so they can never disagree with them):
 
     * :attr:`return_per_episode`, :attr:`success_rate_per_episode`: the adaptation curve, the
-      mean over tasks at each episode index (``0 .. n_exploration_eps + n_test_episodes - 1``);
+      mean over tasks at each episode index (``0 .. exploration_episodes + test_episodes - 1``);
     * :attr:`test_return`: the mean over tasks of each task's mean post-adaptation return;
     * :attr:`test_success_rate`: the fraction of tasks that **succeeded after adaptation, a task
       counting as a success if any of its test episodes succeeded** (an episode succeeds if any
@@ -243,8 +304,8 @@ class MetaTestResult:
 
     algorithm: str
     env: str
-    n_exploration_eps: int
-    n_test_episodes: int
+    exploration_episodes: int
+    test_episodes: int
     seed: int
     tasks: list[TaskResult]
     metaworld_envs_per_class: int | None = None
@@ -259,7 +320,7 @@ class MetaTestResult:
     @property
     def return_per_episode(self) -> list[float]:
         """Mean return over tasks at each episode index: the adaptation curve."""
-        n = self.n_exploration_eps + self.n_test_episodes
+        n = self.exploration_episodes + self.test_episodes
         return [_mean([t.episode_returns[i] for t in self.tasks]) for i in range(n)]
 
     @property
@@ -268,7 +329,7 @@ class MetaTestResult:
         tasks = self._with_success()
         if not tasks:
             return None
-        n = self.n_exploration_eps + self.n_test_episodes
+        n = self.exploration_episodes + self.test_episodes
         return [
             _mean([float(t.episode_successes[i]) for t in tasks if t.episode_successes])
             for i in range(n)
@@ -297,7 +358,7 @@ class MetaTestResult:
                 float(s)
                 for t in tasks
                 if t.episode_successes
-                for s in t.episode_successes[t.n_exploration_eps :]
+                for s in t.episode_successes[t.exploration_episodes :]
             ]
         )
 
@@ -327,8 +388,8 @@ class MetaTestResult:
             "version": RESULT_VERSION,
             "algorithm": self.algorithm,
             "env": self.env,
-            "n_exploration_eps": self.n_exploration_eps,
-            "n_test_episodes": self.n_test_episodes,
+            "exploration_episodes": self.exploration_episodes,
+            "test_episodes": self.test_episodes,
             "seed": self.seed,
             "tasks": [t.to_dict() for t in self.tasks],
             "aggregate": {
@@ -351,22 +412,22 @@ class MetaTestResult:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> MetaTestResult:
-        """Rebuild a result from :meth:`to_dict` output (e.g. after ``json.load``)."""
+        """Rebuild a result from :meth:`to_dict` output (e.g. after ``json.load``), of this
+        version or an earlier one (read through :func:`upgrade_record`).
+
+        :raises ResultVersionError: for a version this metabench cannot read.
+        """
         if data.get("format") != RESULT_FORMAT:
             raise ValueError(
                 f"not a metabench meta-test result: 'format' is {data.get('format')!r}, "
                 f"expected {RESULT_FORMAT!r} (write results with MetaTestResult.to_dict)"
             )
-        if data.get("version") != RESULT_VERSION:
-            raise ValueError(
-                f"meta-test result version {data.get('version')!r} is not supported; "
-                f"this metabench reads version {RESULT_VERSION}"
-            )
+        data = upgrade_record(data)
         return cls(
             algorithm=str(data["algorithm"]),
             env=str(data["env"]),
-            n_exploration_eps=int(data["n_exploration_eps"]),
-            n_test_episodes=int(data["n_test_episodes"]),
+            exploration_episodes=int(data["exploration_episodes"]),
+            test_episodes=int(data["test_episodes"]),
             seed=int(data["seed"]),
             tasks=[TaskResult.from_dict(t) for t in data["tasks"]],
             metaworld_envs_per_class=data.get("metaworld_envs_per_class"),

@@ -207,8 +207,8 @@ class MetaEvaluator:
         return MetaTestResult(
             algorithm=type(algo).__name__,
             env=spec.id if spec is not None else type(task_env.unwrapped).__name__,
-            n_exploration_eps=self.exploration_episodes,
-            n_test_episodes=self.test_episodes,
+            exploration_episodes=self.exploration_episodes,
+            test_episodes=self.test_episodes,
             seed=self.seed,
             tasks=results,
             metaworld_envs_per_class=self.metaworld_envs_per_class,

@@ -31,7 +31,9 @@ from metabench.harness.run import (
 class LoadedRun:
     """A run directory's algorithm, restored from its latest checkpoint, and its record.
 
-    :param plan: the run as ``config.json`` records it (benchmark, test tasks, protocol).
+    :param plan: the run as ``config.json`` records it (benchmark, test tasks, protocol), read
+        in the current version's form (:meth:`~metabench.harness.run.RunDirectory.read_config`:
+        a run written by version 1 evaluates as the same run).
     :param algorithm: built from the recorded configuration, at the checkpoint's state, every
         random stream included: meta-testing it draws what the run's final meta-test drew.
     :param iteration: the checkpoint's training iteration (0: no checkpoint, e.g. NOP).

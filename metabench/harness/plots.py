@@ -21,6 +21,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from metabench.evaluation import ResultVersionError, upgrade_record
 from metabench.harness.references import load_references
 from metabench.harness.stats import Result, ResultLike, bootstrap_ci, group_runs
 
@@ -84,7 +85,7 @@ def _plot_benchmark(benchmark: str, groups: dict[str, list[Result]]) -> bytes:
         panels.append(("success_rate_per_episode", "success rate"))
     colors = [f"C{i}" for i in range(len(groups))]
     n_exploration = sorted(
-        {int(r["metatest"]["n_exploration_eps"]) for g in groups.values() for r in g}
+        {int(r["metatest"]["exploration_episodes"]) for g in groups.values() for r in g}
     )
     n_episodes = 1
     for ax, (key, ylabel) in zip(axes, panels, strict=True):
@@ -224,9 +225,20 @@ def return_by_task_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
 
 def periodic_metatests(result_path: Path) -> list[dict[str, Any]]:
     """The meta-tests a run made during training (``--eval-every``), from the
-    ``evaluations/iteration-*.json`` beside its ``result.json``, in order of iteration."""
+    ``evaluations/iteration-*.json`` beside its ``result.json``, in order of iteration, in the
+    current version's form (:func:`~metabench.evaluation.upgrade_record`).
+
+    :raises ResultVersionError: naming the file, for one of a version this metabench cannot
+        read (a newer one).
+    """
     files = sorted((result_path.parent / "evaluations").glob("iteration-*.json"))
-    return [json.loads(path.read_text()) for path in files]
+    found = []
+    for path in files:
+        try:
+            found.append(upgrade_record(json.loads(path.read_text())))
+        except ResultVersionError as error:
+            raise ResultVersionError(f"{path}: {error}") from None
+    return found
 
 
 PUBLISHED_SUCCESS_METRIC = "meta-test success rate"

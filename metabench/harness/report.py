@@ -31,7 +31,7 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
     if success is not None:
         table.add_column("success rate", justify="right")
     for k, value in enumerate(result.return_per_episode):
-        phase = "explore" if k < result.n_exploration_eps else "test"
+        phase = "explore" if k < result.exploration_episodes else "test"
         row = [str(k + 1), phase, f"{value:.2f}"]
         table.add_row(*row, *([f"{success[k]:.2f}"] if success is not None else []))
     summary = ["", "post-adaptation", f"{result.test_return:.2f}"]

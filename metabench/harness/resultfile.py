@@ -18,7 +18,11 @@ A result file holds::
     train_evaluation  (Meta-World only) the same meta-test on training tasks, after training:
                     the meta-train success per class Meta-World reports
 
-Non-finite numbers are written as ``null`` (JSON has no NaN).
+Non-finite numbers are written as ``null`` (JSON has no NaN). The meta-test protocol's episode
+counts are ``exploration_episodes`` and ``test_episodes`` (in ``config.protocol`` and
+``metatest``) since version 2 of the meta-test result; :func:`read_result` reads version 1's
+``n_exploration_eps`` and ``n_test_episodes`` through
+:func:`metabench.evaluation.upgrade_record`, so that its readers only know version 2.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from metabench.evaluation import ResultVersionError, upgrade_record
 from metabench.harness.atomic import atomic_write_json
 
 RESULT_FILE = "result.json"
@@ -77,8 +82,13 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
 
 
 def read_result(path: Path) -> dict[str, Any]:
-    """One ``result.json``, with every :data:`REQUIRED` field; :class:`CorruptResultError`
-    names the file and the fix."""
+    """One ``result.json``, with every :data:`REQUIRED` field, in the current version's form
+    (:func:`~metabench.evaluation.upgrade_record`); :class:`CorruptResultError` names the file
+    and the fix.
+
+    :raises ResultVersionError: naming the file, for a meta-test result of a version this
+        metabench cannot read (a newer one).
+    """
     try:
         result = json.loads(path.read_text())
     except (OSError, ValueError) as error:
@@ -88,7 +98,10 @@ def read_result(path: Path) -> dict[str, Any]:
     missing = [key for key in REQUIRED if key not in result]
     if missing:
         raise CorruptResultError(f"{path} lacks {', '.join(missing)}: delete it and re-run")
-    return result
+    try:
+        return upgrade_record(result)
+    except ResultVersionError as error:
+        raise ResultVersionError(f"{path}: {error}") from None
 
 
 def table_problem(result: Mapping[str, Any]) -> str | None:
@@ -100,7 +113,7 @@ def table_problem(result: Mapping[str, Any]) -> str | None:
         ("config.seed", _is_integer, "an integer"),
         ("env_steps", _is_integer, "an integer"),
         ("wall_time_s", _is_finite, "a number"),
-        ("metatest.n_exploration_eps", _is_integer, "an integer"),
+        ("metatest.exploration_episodes", _is_integer, "an integer"),
         ("metatest.tasks", lambda value: isinstance(value, list), "a list"),
         ("metatest.aggregate.test_return", _is_finite, "a finite number"),
         ("metatest.aggregate.return_per_episode", _finite_list, "a list of finite numbers"),
@@ -120,12 +133,13 @@ def collect_results(
 ) -> list[tuple[Path, dict[str, Any]]]:
     """Every result file below ``root`` that the tables can use, sorted by benchmark, algorithm
     and seed. A file they cannot use (unreadable, a missing field, a ``null`` return) is left
-    out, and ``warn`` (if given) is called with a message naming it."""
+    out, and ``warn`` (if given) is called with a message naming it; so is a file of a newer
+    version than this metabench reads."""
     found = []
     for path in sorted(root.rglob(RESULT_FILE)):
         try:
             result = read_result(path)
-        except CorruptResultError as error:
+        except (CorruptResultError, ResultVersionError) as error:
             if warn is not None:
                 warn(f"skipped: {error}")
             continue

@@ -3,7 +3,10 @@
 A run directory holds::
 
     config.json         the resolved configuration (benchmark, algorithm, hyperparameters, seed,
-                        budget, test tasks): a re-run with another configuration is refused
+                        budget, meta-test protocol, test tasks): a re-run with another
+                        configuration is refused; one written by an earlier version (its
+                        protocol's ``n_exploration_eps`` and ``n_test_episodes``) is read in the
+                        current form (:func:`metabench.evaluation.upgrade_record`)
     checkpoint.pt       the latest checkpoint (algorithm state, iteration, wall time), replaced
                         atomically every ``checkpoint_every`` iterations
     tensorboard/        meta-train and meta-test curves
@@ -33,7 +36,7 @@ from typing import Any
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json
+from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json, upgrade_record
 from metabench.harness.algorithms import get_algorithm, load_algorithms
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
@@ -147,6 +150,9 @@ class RunDirectory:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
     def read_config(self) -> dict[str, Any] | None:
+        """The run's ``config.json`` in the current form (an earlier version's is upgraded by
+        :func:`~metabench.evaluation.upgrade_record`, the file left as it is), ``None`` if
+        there is none; :class:`RunError` if it is not a run configuration."""
         if not self.config_path.exists():
             return None
         try:
@@ -168,7 +174,7 @@ class RunDirectory:
                 f"{self.config_path} {what}: it is not a metabench run configuration; delete "
                 f"{self.path} to start over"
             )
-        return config
+        return upgrade_record(config)
 
     def completed_result(self) -> dict[str, Any] | None:
         """The run's result, or ``None`` when it has none yet.
@@ -187,7 +193,10 @@ class RunDirectory:
             return None
 
     def claim(self, config: dict[str, Any]) -> None:
-        """Write ``config``, or check it equals the one already there (a resumed run)."""
+        """Write ``config``, or check it equals the one already there (a resumed run), read
+        in the current form: a run started by an earlier version, whose ``config.json`` has
+        the old names, is the same run, and its file is left as it is (unless ``config``
+        adds the ``cpus`` it lacks)."""
         existing = self.read_config()
         if existing is None:
             if self.checkpoint_path.exists():
@@ -197,7 +206,8 @@ class RunDirectory:
                 )
             atomic_write_json(self.config_path, config)
             return
-        if "cpus" not in existing and existing == {k: v for k, v in config.items() if k != "cpus"}:
+        without_cpus = {k: v for k, v in config.items() if k != "cpus"}
+        if "cpus" in config and "cpus" not in existing and existing == without_cpus:
             # written before runs recorded their cores (a grid cell of an older version): the
             # same run, now with the bound recorded
             atomic_write_json(self.config_path, config)
@@ -323,11 +333,11 @@ class RunPlan:
             self.config["seed"],
             test_tasks=self.test_tasks if test_tasks is None else test_tasks,
             exploration_episodes=(
-                protocol["n_exploration_eps"]
+                protocol["exploration_episodes"]
                 if exploration_episodes is None
                 else exploration_episodes
             ),
-            test_episodes=protocol["n_test_episodes"] if test_episodes is None else test_episodes,
+            test_episodes=protocol["test_episodes"] if test_episodes is None else test_episodes,
         )
 
     def periodic_evaluator(self) -> MetaEvaluator:
@@ -398,8 +408,8 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         "seed": settings.seed,
         "env_steps_budget": settings.env_steps,
         "protocol": {
-            "n_exploration_eps": spec.exploration_episodes,
-            "n_test_episodes": spec.test_episodes,
+            "exploration_episodes": spec.exploration_episodes,
+            "test_episodes": spec.test_episodes,
             # recorded only when set: runs of sequential benchmarks keep their config
             **({"batched": True} if spec.batched_metatest else {}),
         },

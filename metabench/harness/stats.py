@@ -49,6 +49,8 @@ METATRAIN_RETURN_KEYS = ("metatrain/average_return", "metatrain/post_update_retu
 (RL2 logs the average return of a trial, MAML the return after the inner update)."""
 
 Result = Mapping[str, Any]
+"""A result file as :func:`~metabench.harness.resultfile.read_result` reads it: in the current
+version's form (``metatest.exploration_episodes``), whatever version the file was written in."""
 ResultLike = Result | tuple[Path, Result]
 """A result dict, or a ``(path, result)`` pair as :func:`~metabench.harness.tables.collect_results`
 returns them."""
@@ -136,9 +138,10 @@ def _setting(result: Result) -> tuple[Any, str, str]:
     episodes and every recorded hyperparameter (an unrecorded one counts as its own value)."""
     config, metatest = result["config"], result["metatest"]
     hyperparameters = config.get("hyperparameters") or {}
+    explore, test = metatest.get("exploration_episodes", "?"), metatest.get("test_episodes", "?")
     return (
         config.get("env_steps_budget"),
-        f"{metatest.get('n_exploration_eps', '?')}+{metatest.get('n_test_episodes', '?')} episodes",
+        f"{explore}+{test} episodes",
         json.dumps(hyperparameters, sort_keys=True, default=str),
     )
 
@@ -265,14 +268,14 @@ def pre_adaptation_return(result: Result) -> float | None:
     pre-update policy; RL2 while it explores)."""
     metatest = result["metatest"]
     curve = metatest["aggregate"].get("return_per_episode") or []
-    explored = curve[: int(metatest.get("n_exploration_eps", 0))]
+    explored = curve[: int(metatest.get("exploration_episodes", 0))]
     return float(np.mean(explored)) if explored else None
 
 
 def test_task_interval(result: Result, confidence: float = 0.95) -> Interval:
     """The post-adaptation return of one run with a bootstrap interval over its test tasks: how
     much the meta-test alone, with other test tasks, could move the number."""
-    n_explore = int(result["metatest"]["n_exploration_eps"])
+    n_explore = int(result["metatest"]["exploration_episodes"])
     per_task = [
         float(np.mean(task["episode_returns"][n_explore:])) for task in result["metatest"]["tasks"]
     ]
@@ -488,7 +491,7 @@ def _task_success(task: Mapping[str, Any]) -> float | None:
     successes = task.get("episode_successes")
     if successes is None:
         return None
-    return float(np.mean(successes[int(task["n_exploration_eps"]) :]))
+    return float(np.mean(successes[int(task["exploration_episodes"]) :]))
 
 
 def per_task_success_markdown(results: Iterable[ResultLike], key: str = "metatest") -> str:

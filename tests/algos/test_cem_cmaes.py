@@ -31,7 +31,7 @@ def make_cmaes(**kwargs: Any) -> CMAES:
 
 
 def evaluate(
-    algo: PolicySearch, n_exploration_eps: int, n_test_episodes: int = 2
+    algo: PolicySearch, exploration_episodes: int, test_episodes: int = 2
 ) -> tuple[MetaTestResult, SearchPolicy]:
     """Meta-test ``algo`` on the one PointGoal task; also return its exploration policy."""
     policies: list[SearchPolicy] = []
@@ -42,7 +42,7 @@ def evaluate(
         return policies[-1]
 
     algo.get_exploration_policy = recording  # type: ignore[method-assign]
-    evaluator = MetaEvaluator(PointGoalEnv, [{"goal": GOAL}], n_exploration_eps, n_test_episodes)
+    evaluator = MetaEvaluator(PointGoalEnv, [{"goal": GOAL}], exploration_episodes, test_episodes)
     result = evaluator.evaluate(algo)
     assert len(policies) == 1
     return result, policies[0]
@@ -59,10 +59,10 @@ def hand_rollout(params: np.ndarray) -> float:
 
 
 # -- (1) learning ---------------------------------------------------------------------------------
-@pytest.mark.parametrize(("make", "n_exploration_eps"), [(make_cem, 60), (make_cmaes, 63)])
-def test_search_beats_its_first_generation_and_nop(make, n_exploration_eps):
+@pytest.mark.parametrize(("make", "exploration_episodes"), [(make_cem, 60), (make_cmaes, 63)])
+def test_search_beats_its_first_generation_and_nop(make, exploration_episodes):
     algo = make()
-    result, policy = evaluate(algo, n_exploration_eps)
+    result, policy = evaluate(algo, exploration_episodes)
     returns = result.tasks[0].episode_returns
     first = returns[: algo.n_samples]
     nop = MetaEvaluator(PointGoalEnv, [{"goal": GOAL}], 1, 1).evaluate(NOP(ENV.action_space))
@@ -70,7 +70,7 @@ def test_search_beats_its_first_generation_and_nop(make, n_exploration_eps):
     assert result.test_return > max(first) + 10  # first generation: mean ~-29, best ~-20
     assert result.test_return > np.mean(first) + 20
     assert result.test_return > nop.test_return + 3  # adapted ~-3.5 (CEM), ~-3.0 (CMA-ES)
-    assert len(policy.told) == n_exploration_eps // algo.n_samples
+    assert len(policy.told) == exploration_episodes // algo.n_samples
 
 
 # -- (2) the CEM update by hand -------------------------------------------------------------------
@@ -115,16 +115,16 @@ def test_cem_best_frac_one_refits_to_the_whole_generation():
 
 
 # -- (3) episode k is played by candidate k; the update sees episode k's return ------------
-@pytest.mark.parametrize(("make", "n_exploration_eps"), [(make_cem, 30), (make_cmaes, 18)])
-def test_played_candidates_and_told_returns_match_hand_rollouts(make, n_exploration_eps):
+@pytest.mark.parametrize(("make", "exploration_episodes"), [(make_cem, 30), (make_cmaes, 18)])
+def test_played_candidates_and_told_returns_match_hand_rollouts(make, exploration_episodes):
     algo = make()
-    result, policy = evaluate(algo, n_exploration_eps, n_test_episodes=1)
+    result, policy = evaluate(algo, exploration_episodes, test_episodes=1)
     returns = result.tasks[0].episode_returns
     n = algo.n_samples
-    assert len(policy.played) == n_exploration_eps
+    assert len(policy.played) == exploration_episodes
     for k, params in enumerate(policy.played):
         assert returns[k] == pytest.approx(hand_rollout(params), abs=1e-9)
-    assert policy.returns == pytest.approx(returns[:n_exploration_eps], abs=1e-9)
+    assert policy.returns == pytest.approx(returns[:exploration_episodes], abs=1e-9)
     for g, (candidates, told) in enumerate(policy.told):
         np.testing.assert_array_equal(candidates, np.stack(policy.played[g * n : (g + 1) * n]))
         np.testing.assert_allclose(told, returns[g * n : (g + 1) * n], atol=1e-9)
@@ -135,7 +135,7 @@ def test_played_candidates_and_told_returns_match_hand_rollouts(make, n_explorat
         elite = candidates[np.argsort(-told)[: search.n_best]]  # type: ignore[attr-defined]
         adapted = elite.mean(axis=0)
     else:  # the best candidate played; cma minimised the negative returns
-        best = int(np.argmax(returns[:n_exploration_eps]))
+        best = int(np.argmax(returns[:exploration_episodes]))
         adapted = policy.played[best]
         assert search.es.result.fbest == pytest.approx(-returns[best])  # type: ignore[attr-defined]
     np.testing.assert_allclose(search.result(), adapted, rtol=1e-12)
@@ -145,7 +145,7 @@ def test_played_candidates_and_told_returns_match_hand_rollouts(make, n_explorat
 def test_unfinished_generation_is_played_but_not_learned_from():
     algo = make_cem()
     with pytest.warns(UserWarning, match="multiple of n_samples"):
-        _, policy = evaluate(algo, 15, n_test_episodes=1)
+        _, policy = evaluate(algo, 15, test_episodes=1)
     assert len(policy.played) == 15 and len(policy.told) == 1
 
 
@@ -215,18 +215,18 @@ def test_train_only_counts_and_linear_policy_clips():
 
 
 # -- (5) determinism ------------------------------------------------------------------------------
-@pytest.mark.parametrize(("make", "n_exploration_eps"), [(make_cem, 20), (make_cmaes, 18)])
-def test_same_seed_same_result_without_global_random_state(make, n_exploration_eps):
+@pytest.mark.parametrize(("make", "exploration_episodes"), [(make_cem, 20), (make_cmaes, 18)])
+def test_same_seed_same_result_without_global_random_state(make, exploration_episodes):
     np.random.seed(1)
     state = np.random.get_state()
-    first, policy = evaluate(make(), n_exploration_eps)
+    first, policy = evaluate(make(), exploration_episodes)
     after = np.random.get_state()
     assert all(np.array_equal(x, y) for x, y in zip(state, after, strict=True))  # untouched
     np.random.seed(2)  # the global state does not matter
-    second, again = evaluate(make(), n_exploration_eps)
+    second, again = evaluate(make(), exploration_episodes)
     assert first.tasks[0].episode_returns == second.tasks[0].episode_returns
     np.testing.assert_array_equal(policy.search.result(), again.search.result())
-    other, _ = evaluate(make(seed=1), n_exploration_eps)
+    other, _ = evaluate(make(seed=1), exploration_episodes)
     assert other.tasks[0].episode_returns != first.tasks[0].episode_returns
 
 
