@@ -142,7 +142,7 @@ def test_the_ml10_result_command_still_plans_its_recorded_config() -> None:
     import shlex
     from pathlib import Path
 
-    from metabench.harness.run import RunSettings, resolve
+    from metabench.harness.run import RunDirectory, RunSettings, resolve
 
     run = Path(__file__).resolve().parents[2] / "results" / "ML10" / "rl2-ppo-seed0"
     if not (run / "result.json").exists():
@@ -161,7 +161,8 @@ def test_the_ml10_result_command_still_plans_its_recorded_config() -> None:
         cpus=int(value("--cpus")),
     )
     _, config = resolve(settings)
-    recorded = json.loads((run / "config.json").read_text())
+    recorded = RunDirectory(run).read_config()  # a version-1 file, read in the current form
+    assert recorded is not None
     protocol = {"test_tasks", "periodic_test_tasks", "benchmark_source"}
     assert {k: v for k, v in config.items() if k not in protocol} == {
         k: v for k, v in recorded.items() if k not in protocol
