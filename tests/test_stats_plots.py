@@ -282,12 +282,13 @@ def test_runs_of_different_settings_are_not_pooled_and_their_labels_name_the_dif
     groups = group_runs(runs)
     assert list(groups) == [
         ("B", "x (2e7 steps, clip=false, new=3)"),
-        ("B", "x (5e6 steps, clip=true, new=-)"),
+        ("B", "x (5e6 steps, clip=true, new=default)"),
         ("B", "y"),
     ]
-    assert [r["config"]["seed"] for r in groups[("B", "x (5e6 steps, clip=true, new=-)")]] == [0, 1]
+    short_run = ("B", "x (5e6 steps, clip=true, new=default)")
+    assert [r["config"]["seed"] for r in groups[short_run]] == [0, 1]
     means = {s.algorithm: s.test_return.mean for s in summarize(runs)}
-    assert means["x (5e6 steps, clip=true, new=-)"] == pytest.approx(1.5)
+    assert means["x (5e6 steps, clip=true, new=default)"] == pytest.approx(1.5)
     assert means["x (2e7 steps, clip=false, new=3)"] == pytest.approx(10.0)
 
 

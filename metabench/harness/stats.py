@@ -156,14 +156,16 @@ def _budget_label(steps: Any) -> str:
 def _setting_labels(settings: Sequence[tuple[Any, str, str]]) -> list[str]:
     """For settings of one ``(benchmark, algorithm)`` (from :func:`_setting`), a short label for
     each naming what differs between them: budget, the meta-test's episodes, then each
-    hyperparameter taking more than one value (``name=value``; ``-`` where a run lacks it)."""
+    hyperparameter taking more than one value (``name=value``; ``name=default`` where a run did
+    not record it: an option left at its default, or added after the run at a default that keeps
+    the old behaviour)."""
     budgets = {budget for budget, _, _ in settings}
     protocols = {protocol for _, protocol, _ in settings}
     parsed = [json.loads(hyperparameters) for _, _, hyperparameters in settings]
     names = sorted({name for hyperparameters in parsed for name in hyperparameters})
 
     def shown(hyperparameters: dict[str, Any], name: str) -> str:
-        return json.dumps(hyperparameters[name]) if name in hyperparameters else "-"
+        return json.dumps(hyperparameters[name]) if name in hyperparameters else "default"
 
     varying = [name for name in names if len({shown(h, name) for h in parsed}) > 1]
     labels = []
