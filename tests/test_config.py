@@ -13,7 +13,7 @@ from metabench.algos.maml.maml import MAMLConfig
 from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
 from metabench.algos.rl2.algorithm import RL2PPOConfig
-from metabench.cli import main
+from metabench.cli import hyperparameter, main
 from metabench.evaluation import MetaTestResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
@@ -232,8 +232,8 @@ def test_committed_results_resolve_to_their_recorded_configuration():
         words = result["command"].split()
         for index, word in enumerate(words):
             if word == "--set":
-                key, _, value = words[index + 1].partition("=")
-                overrides[key] = json.loads(value)
+                key, value = hyperparameter(words[index + 1])  # as the CLI reads it
+                overrides[key] = value
         resolved = json.loads(json.dumps(entry.hyperparameters(spec, overrides)))
         defaults = json.loads(json.dumps(entry.implementation.defaults(spec)))
         # an option added after the run, at a default that keeps the old behaviour

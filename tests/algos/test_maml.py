@@ -418,6 +418,41 @@ def test_process_episodes_normalises_gae_of_the_fitted_baseline() -> None:
     np.testing.assert_array_equal(data.actions.numpy(), episodes.actions)
 
 
+def test_advantage_scale_variance_divides_the_centred_advantages_by_their_variance() -> None:
+    """Meta-World+'s ``normalize_advantages``: ``(A - mean) / (var + 1e-8)``, recomputed here
+    from the unnormalised advantages; the MAML option reaches the algorithm's processing."""
+    episodes = episode_batch(4, [5, 5, 3], obs_dim=2)
+    raw = process_episodes(episodes, 0.9, 0.8, F64, normalize=False).advantages.numpy()
+    data = process_episodes(episodes, 0.9, 0.8, F64, scale="variance")
+    expected = (raw - raw.mean()) / (np.var(raw) + 1e-8)
+    np.testing.assert_allclose(data.advantages.numpy(), expected, rtol=1e-10)
+    assert not np.allclose(expected, (raw - raw.mean()) / (raw.std() + 1e-8))
+    algo = small_maml(advantage_scale="variance")
+    raw = process_episodes(episodes, algo.discount, algo.gae_lambda, F64, normalize=False)
+    flat = raw.advantages.numpy()
+    processed = algo.process(episodes).advantages.numpy()
+    np.testing.assert_allclose(processed, (flat - flat.mean()) / (np.var(flat) + 1e-8), rtol=1e-5)
+
+
+def test_xavier_weight_init_draws_glorot_bounds_and_zero_biases() -> None:
+    torch.manual_seed(0)
+    policy = GaussianMLPPolicy(40, 6, hidden_sizes=(512, 512), weight_init="xavier")
+    linears = [m for m in policy.mean_net if isinstance(m, nn.Linear)]
+    assert len(linears) == 3
+    for layer in linears:
+        fan_out, fan_in = layer.weight.shape
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        weights = layer.weight.detach().numpy()
+        assert np.abs(weights).max() <= bound
+        assert weights.std() == pytest.approx(bound / math.sqrt(3.0), rel=0.05)  # uniform's std
+        assert not layer.bias.detach().any()
+    assert torch.equal(policy.log_std.detach(), torch.zeros(6))  # init_std 1.0
+    algo = small_maml(weight_init="xavier")
+    assert all(not m.bias.detach().any() for m in algo.policy.mean_net if isinstance(m, nn.Linear))
+    with pytest.raises(ValueError, match="weight_init"):
+        GaussianMLPPolicy(2, 2, weight_init="glorot")
+
+
 # -- sampler -------------------------------------------------------------------------------------
 class RecordingActor:
     """A deterministic actor that remembers every batch it was called with."""

@@ -109,6 +109,19 @@ class MAMLConfig:
         "dist.mode(); garage and pytorch-maml-rl sample)",
         recorded_at_default=False,
     )
+    advantage_scale: Literal["std", "variance"] = option(
+        "std",
+        "what the centred advantages of a task are divided by: their std (garage's MAML-TRPO "
+        "without center_adv, pytorch-maml-rl), or their variance (Meta-World+: "
+        "metaworld-algorithms rl/algorithms/utils.py normalize_advantages; garage's center_adv)",
+        recorded_at_default=False,
+    )
+    weight_init: Literal["pytorch", "xavier"] = option(
+        "pytorch",
+        "the policy's initial weights: PyTorch's default, or Xavier-uniform weights and zero "
+        "biases on every layer, the output included (Meta-World+'s MAML-TRPO examples)",
+        recorded_at_default=False,
+    )
 
     def __post_init__(self) -> None:
         check_config(self)

@@ -111,6 +111,7 @@ def process_episodes(
     gae_lambda: float,
     dtype: torch.dtype = torch.float32,
     normalize: bool = True,
+    scale: str = "std",
 ) -> TaskData:
     """Fit a fresh :class:`LinearFeatureBaseline` to ``episodes`` and turn them into loss inputs.
 
@@ -125,6 +126,9 @@ def process_episodes(
     :param gae_lambda: GAE's lambda (1.0: Monte-Carlo returns minus the baseline).
     :param dtype: the policy's dtype.
     :param normalize: normalise the advantages.
+    :param scale: divide the centred advantages by their ``"std"``, or by their ``"variance"``
+        as Meta-World+ does (its inner step is then smaller wherever the advantages spread by
+        more than 1).
     """
     valids = episodes.valids
     real = valids.astype(bool)
@@ -135,7 +139,8 @@ def process_episodes(
     advantages = gae_advantages(episodes.padded_rewards, values, valids, discount, gae_lambda)
     flat = advantages[real]  # row-major over (episode, time): the batch's flat order
     if normalize:
-        flat = (flat - flat.mean()) / (flat.std() + ADVANTAGE_EPS)
+        spread = flat.var() if scale == "variance" else flat.std()
+        flat = (flat - flat.mean()) / (spread + ADVANTAGE_EPS)
     n_steps = episodes.n_steps
     return TaskData(
         observations=torch.as_tensor(episodes.observations.reshape(n_steps, -1), dtype=dtype),
@@ -403,6 +408,7 @@ class MAML(MetaRLAlgorithm):
         self.first_order = config.first_order
         self.discount = config.discount
         self.gae_lambda = config.gae_lambda
+        self.advantage_scale = config.advantage_scale
         self.max_kl = config.max_kl
         self.cg_iters = config.cg_iters
         self.cg_damping = config.cg_damping
@@ -444,7 +450,7 @@ class MAML(MetaRLAlgorithm):
             with torch.random.fork_rng(devices=[]):  # seeded init without touching global state
                 torch.manual_seed(self.seed)
                 policy = GaussianMLPPolicy.from_spaces(
-                    observation_space, action_space, hidden_sizes, init_std
+                    observation_space, action_space, hidden_sizes, init_std, config.weight_init
                 )
         else:
             try:
@@ -485,7 +491,13 @@ class MAML(MetaRLAlgorithm):
 
     def process(self, episodes: EpisodeBatch) -> TaskData:
         """Loss inputs of one task's episodes (see :func:`process_episodes`)."""
-        return process_episodes(episodes, self.discount, self.gae_lambda, self.policy.dtype)
+        return process_episodes(
+            episodes,
+            self.discount,
+            self.gae_lambda,
+            self.policy.dtype,
+            scale=self.advantage_scale,
+        )
 
     def inner_loss(self, params: Mapping[str, torch.Tensor], data: TaskData) -> torch.Tensor:
         """:func:`inner_loss` at ``params``, its ratios (if any) to the policy at ``params``."""

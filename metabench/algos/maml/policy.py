@@ -51,6 +51,8 @@ class GaussianMLPPolicy(nn.Module):
     :param action_dim: size of the flat action.
     :param hidden_sizes: widths of the tanh hidden layers.
     :param init_std: initial standard deviation of every action dim (garage: 1.0).
+    :param weight_init: ``"pytorch"`` (its default init) or ``"xavier"`` (Xavier-uniform weights,
+        zero biases, as Meta-World+'s MAML).
 
     Example::
 
@@ -66,6 +68,7 @@ class GaussianMLPPolicy(nn.Module):
         action_dim: int,
         hidden_sizes: Sequence[int] = (100, 100),
         init_std: float = 1.0,
+        weight_init: str = "pytorch",
     ) -> None:
         super().__init__()
         if obs_dim < 1 or action_dim < 1:
@@ -84,6 +87,13 @@ class GaussianMLPPolicy(nn.Module):
             width = size
         layers.append(nn.Linear(width, self.action_dim))
         self.mean_net = nn.Sequential(*layers)
+        if weight_init == "xavier":  # after PyTorch's init, so its default draws stay the same
+            for layer in self.mean_net:
+                if isinstance(layer, nn.Linear):
+                    nn.init.xavier_uniform_(layer.weight)
+                    nn.init.zeros_(layer.bias)
+        elif weight_init != "pytorch":
+            raise ValueError(f"weight_init must be 'pytorch' or 'xavier', got {weight_init!r}")
         self.log_std = nn.Parameter(torch.full((self.action_dim,), math.log(init_std)))
 
     @classmethod
@@ -93,6 +103,7 @@ class GaussianMLPPolicy(nn.Module):
         action_space: gym.Space[Any],
         hidden_sizes: Sequence[int] = (100, 100),
         init_std: float = 1.0,
+        weight_init: str = "pytorch",
     ) -> GaussianMLPPolicy:
         """Build a policy for flat ``Box`` observation and action spaces.
 
@@ -108,7 +119,13 @@ class GaussianMLPPolicy(nn.Module):
                 raise ValueError(
                     f"GaussianMLPPolicy needs a flat Box {name} space, got {space}; {fix}"
                 )
-        return cls(observation_space.shape[0], action_space.shape[0], hidden_sizes, init_std)  # type: ignore[index]
+        return cls(
+            observation_space.shape[0],  # type: ignore[index]
+            action_space.shape[0],  # type: ignore[index]
+            hidden_sizes,
+            init_std,
+            weight_init,
+        )
 
     def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Mean and log-std, both ``(..., action_dim)``: plain tensors, so ``vmap`` can batch
