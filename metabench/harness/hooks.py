@@ -21,6 +21,7 @@ from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
+from metabench.harness.stats import metatrain_return
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 from metabench.rng import derived_seed
 
@@ -209,7 +210,7 @@ class ProgressBar(Hook):
     def after_iteration(
         self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
     ) -> bool:
-        average = stats.get("metatrain/average_return", stats.get("metatrain/post_update_return"))
+        average = metatrain_return(stats)
         info = "" if average is None else f"meta-train return {average:.2f}"
         self.progress.update(self.bar, completed=iteration, info=info)
         return False

@@ -34,6 +34,7 @@ __all__ = [
     "bootstrap_ci",
     "group_runs",
     "iqm",
+    "metatrain_return",
     "per_task_success_markdown",
     "summarize",
     "summary_csv",
@@ -249,10 +250,11 @@ class Summary:
     record it."""
 
 
-def _metatrain_return(result: Result) -> float | None:
-    metatrain = result.get("metatrain") or {}
+def metatrain_return(stats: Mapping[str, Any]) -> float | None:
+    """The meta-train return among one iteration's statistics (a result's ``metatrain``): the
+    first of :data:`METATRAIN_RETURN_KEYS` present, ``None`` if none is."""
     for key in METATRAIN_RETURN_KEYS:
-        value = metatrain.get(key)
+        value = stats.get(key)
         if value is not None:
             return float(value)
     return None
@@ -301,7 +303,7 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
         aggregates = [run["metatest"]["aggregate"] for run in runs]
         returns = _finite(a["test_return"] for a in aggregates)
         successes = _finite(episode_success_rate(a) for a in aggregates)
-        train = _finite(_metatrain_return(run) for run in runs)
+        train = _finite(metatrain_return(run.get("metatrain") or {}) for run in runs)
         pre = [pre_adaptation_return(run) for run in runs]
         gains = _finite(
             None if p is None else a["test_return"] - p
