@@ -338,6 +338,56 @@ def test_linear_baseline_advantages_equal_an_independent_computation(entropy_met
     np.testing.assert_allclose(buffer.returns.T, returns, rtol=1e-5, atol=1e-5)
 
 
+def test_linear_baseline_fitted_per_trial_equals_one_ridge_fit_per_trial():
+    """Meta-World+'s RL2 baseline (``linear_baseline_fit="trial"``): each trial's values come
+    from a ridge fit on that trial alone, not from one fit on all trials of the iteration."""
+    config = dataclasses.replace(
+        SMALL, value_baseline="linear", linear_baseline_fit="trial", discount=0.9, gae_lambda=0.8
+    )
+    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=3, env_kwargs={"horizon": 10})
+    skip_updates(algo)
+    algo.train(1)
+    buffer = algo.model.rollout_buffer
+    length, n_trials = buffer.rewards.shape
+    observations = np.clip(np.swapaxes(buffer.observations, 0, 1).astype(np.float64), -10, 10)
+    rewards = buffer.rewards.T.astype(np.float64)
+    t = np.arange(length)[:, None] / 100.0
+    returns = np.zeros_like(rewards)
+    running = np.zeros(n_trials)
+    for step in reversed(range(length)):
+        running = rewards[:, step] + 0.9 * running
+        returns[:, step] = running
+
+    def ridge_values(obs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """Ridge least squares (reg 1e-5) as ordinary least squares on stacked rows."""
+        times = np.broadcast_to(t, (*obs.shape[:-1], 1)).reshape(-1, 1)
+        flat = obs.reshape(-1, obs.shape[-1])
+        features = np.hstack([flat, flat**2, times, times**2, times**3, np.ones_like(times)])
+        n_features = features.shape[1]
+        stacked = np.vstack([features, np.sqrt(1e-5) * np.eye(n_features)])
+        padded = np.concatenate([targets.ravel(), np.zeros(n_features)])
+        coeffs = np.linalg.lstsq(stacked, padded, rcond=None)[0]
+        return (features @ coeffs).reshape(targets.shape)
+
+    per_trial = np.stack([ridge_values(observations[i], returns[i]) for i in range(n_trials)])
+    np.testing.assert_allclose(buffer.values.T, per_trial, rtol=1e-5, atol=1e-5)
+    # and not what one fit on all trials gives
+    joint = ridge_values(observations, returns)
+    assert np.abs(per_trial - joint).max() > 1e-3
+    advantages = np.zeros_like(rewards)
+    running = np.zeros(n_trials)
+    for step in reversed(range(length)):
+        next_value = per_trial[:, step + 1] if step + 1 < length else 0.0
+        running = rewards[:, step] + 0.9 * next_value - per_trial[:, step] + 0.72 * running
+        advantages[:, step] = running
+    np.testing.assert_allclose(buffer.advantages.T, advantages, rtol=1e-5, atol=1e-5)
+
+
+def test_linear_baseline_fit_per_trial_needs_the_linear_baseline():
+    with pytest.raises(ValueError, match="value_baseline='linear'"):
+        dataclasses.replace(SMALL, linear_baseline_fit="trial")
+
+
 def test_linear_baseline_trains_no_critic():
     config = dataclasses.replace(SMALL, value_baseline="linear")
     algo = RL2PPO("metabench/PointGoal-v0", config=config, env_kwargs={"horizon": 3})

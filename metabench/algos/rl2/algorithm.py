@@ -107,6 +107,15 @@ def check_network_options(config: Any) -> None:
         )
 
 
+LINEAR_BASELINE_FIT_DOC = (
+    "with value_baseline='linear': what one fit of the baseline covers. batch: every trial of "
+    "the iteration together (garage: RL2NPO fits one LinearFeatureBaseline on all paths). "
+    "trial: each trial on its own, its time feature running over the whole trial "
+    "(Meta-World+ at its paper commit a2abf6a3bb1e: LinearFeatureBaseline._fit_baseline fits "
+    "one set of coefficients per task, and RL2 hands it each task's trial as one episode)"
+)
+
+
 PROCESSES_DOC = (
     "step the sub-envs on every core the run may use (--cpus): the training process steps one "
     "shard, a worker process each other one, while the policy acts on one torch thread; the "
@@ -198,6 +207,9 @@ class RL2PPOConfig:
         "fitted before each update to the discounted returns, GAE over each trial with the value "
         "after its last step 0; no critic, vf_coef ignored",
     )
+    linear_baseline_fit: Literal["batch", "trial"] = option(
+        "batch", LINEAR_BASELINE_FIT_DOC, recorded_at_default=False
+    )
     recurrent_cell: Literal["lstm", "gru"] = option(
         "lstm",
         "lstm (sb3-contrib's cell) or gru, the cell of garage's GaussianGRUPolicy "
@@ -219,6 +231,11 @@ class RL2PPOConfig:
             raise ValueError(
                 "update_processes=true splits the update over the env worker processes: set "
                 "processes=true too"
+            )
+        if self.linear_baseline_fit != "batch" and self.value_baseline != "linear":
+            raise ValueError(
+                f"linear_baseline_fit={self.linear_baseline_fit!r} fits the linear baseline: set "
+                "value_baseline='linear', or linear_baseline_fit to 'batch'"
             )
         if self.chunk_length is not None:
             check_chunk_settings(self.chunk_length, self.chunk_overlap, self.value_baseline)
@@ -594,6 +611,7 @@ class RL2PPO(RL2):
             seed=seed,
             chunk_length=config.chunk_length,
             chunk_overlap=config.chunk_overlap,
+            linear_baseline_fit=config.linear_baseline_fit,
             **self._model_kwargs(),
         )
         if config.update_processes:

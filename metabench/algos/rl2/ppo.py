@@ -48,6 +48,7 @@ from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
 __all__ = [
     "ENTROPY_METHODS",
+    "LINEAR_BASELINE_FITS",
     "VALUE_BASELINES",
     "RL2RecurrentPPO",
     "linear_baseline_advantages",
@@ -57,6 +58,10 @@ __all__ = [
 VALUE_BASELINES = ("critic", "linear")
 """``critic``: sb3-contrib's learned value function; ``linear``: garage's linear feature
 baseline fitted over each whole trial."""
+
+LINEAR_BASELINE_FITS = ("batch", "trial")
+"""``batch``: one fit of the linear baseline on all trials of the iteration (garage); ``trial``:
+one fit per trial (Meta-World+ at its paper commit)."""
 
 ENTROPY_METHODS = ("regularized", "max")
 """``regularized``: entropy bonus in the loss; ``max``: entropy added to every step's reward."""
@@ -100,18 +105,29 @@ def linear_baseline_advantages(
     baseline: LinearFeatureBaseline,
     discount: float,
     gae_lambda: float,
+    fit: str = "batch",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fit ``baseline`` on ``trials`` and return GAE advantages from its predictions (garage).
 
     :param trials: whole trials, one per episode, of equal length (:func:`trial_batch`).
     :param baseline: refitted here to the discounted returns of ``trials``.
+    :param fit: one of :data:`LINEAR_BASELINE_FITS`: ``"batch"`` fits once on all trials
+        (garage), ``"trial"`` fits each trial on its own and predicts it with its own fit
+        (Meta-World+'s ``LinearFeatureBaseline._fit_baseline`` at its paper commit).
     :return: ``(advantages, returns, values)``, each ``(N, T)`` float64: the advantages, the
         discounted returns the baseline was fitted to, and its predictions after the fit.
     """
+    check_choice("fit", fit, LINEAR_BASELINE_FITS)
     valids = trials.valids
     returns = discounted_returns(trials.padded_rewards, valids, discount)
-    baseline.fit(trials, returns[valids > 0])
-    values = trials.padded(baseline.predict(trials))
+    if fit == "batch":
+        baseline.fit(trials, returns[valids > 0])
+        values = trials.padded(baseline.predict(trials))
+    else:
+        values = np.zeros_like(returns)
+        for i, trial in enumerate(trials.split()):
+            baseline.fit(trial, returns[i, : trial.n_steps])
+            values[i, : trial.n_steps] = baseline.predict(trial)
     advantages = gae_advantages(trials.padded_rewards, values, valids, discount, gae_lambda)
     return advantages, returns, values
 
@@ -138,6 +154,8 @@ class RL2RecurrentPPO(RecurrentPPO):
         backpropagation (:mod:`~metabench.algos.rl2.chunked_update`); needs
         ``value_baseline="linear"``.
     :param chunk_overlap: steps each chunk shares with the next one.
+    :param linear_baseline_fit: one of :data:`LINEAR_BASELINE_FITS`, with
+        ``value_baseline="linear"``: one fit on all trials, or one per trial.
 
     With ``"max"`` the entropy of every step is computed once per iteration with the policy that
     collected the rollouts. garage evaluates it inside its loss graph, i.e. with the policy being
@@ -160,9 +178,12 @@ class RL2RecurrentPPO(RecurrentPPO):
         policy_ent_coeff: float = 0.0,
         chunk_length: int | None = None,
         chunk_overlap: int = 0,
+        linear_baseline_fit: str = "batch",
         **kwargs: Any,
     ) -> None:
         check_choice("value_baseline", value_baseline, VALUE_BASELINES)
+        check_choice("linear_baseline_fit", linear_baseline_fit, LINEAR_BASELINE_FITS)
+        self.linear_baseline_fit = linear_baseline_fit
         check_choice("entropy_method", entropy_method, ENTROPY_METHODS)
         if chunk_length is not None:
             check_chunk_settings(chunk_length, chunk_overlap, value_baseline)
@@ -377,7 +398,7 @@ class RL2RecurrentPPO(RecurrentPPO):
         assert self.linear_baseline is not None
         trials = trial_batch(buffer.observations, buffer.actions, buffer.rewards)
         advantages, returns, values = linear_baseline_advantages(
-            trials, self.linear_baseline, self.gamma, self.gae_lambda
+            trials, self.linear_baseline, self.gamma, self.gae_lambda, self.linear_baseline_fit
         )
         buffer.advantages = advantages.T.astype(np.float32)
         buffer.returns = returns.T.astype(np.float32)
