@@ -72,6 +72,18 @@ def machine_cpus(text: str) -> int:
     return value
 
 
+def device_option(text: str) -> str:
+    """An argparse type for ``--device``: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``, refused at
+    once where it names a GPU torch does not see (the run would fail after building its envs)."""
+    from metabench.devices import DeviceError, resolve_device
+
+    try:
+        resolve_device(text)
+    except DeviceError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def hyperparameter(text: str) -> tuple[str, Any]:
     """An argparse type for ``--set KEY=VALUE``; VALUE is read as JSON when it parses as JSON."""
     key, sep, raw = text.partition("=")
@@ -174,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         "bound)",
     )
     train.add_argument(
+        "--device", type=device_option, default="cpu",
+        help="where the networks act and train: cpu, cuda (cuda:N) or auto (cuda where torch "
+        "sees a GPU); the envs always step on the CPU, and so do the algorithms without "
+        "networks (nop, cem, cmaes). A GPU is recorded in config.json",
+    )  # fmt: skip
+    train.add_argument(
         "--set",
         dest="overrides",
         type=hyperparameter,
@@ -231,6 +249,10 @@ def build_parser() -> argparse.ArgumentParser:
         "cell), reduced (the budgets of the runs in results/) or paper (the published settings)",
     )  # fmt: skip
     bench.add_argument("--results", type=Path, default=Path("runs/grid"), help="where the runs go")
+    bench.add_argument(
+        "--device", type=device_option, default="cpu",
+        help="every cell's --device (cpu, cuda or auto); on Ray a cell on a GPU asks for one",
+    )  # fmt: skip
     bench.add_argument(
         "--executor", default="local", choices=["local", "ray"],
         help="where cells run: local (a pool of processes on this machine) or ray (a Ray "
@@ -340,6 +362,7 @@ def train_command(args: argparse.Namespace) -> None:
             checkpoint_every=args.checkpoint_every,
             command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm),
             cpus=args.cpus,
+            device=args.device,
         )
     )
 
@@ -351,7 +374,9 @@ def bench_command(args: argparse.Namespace) -> None:
     from metabench.harness.run import RunError, make_writable_folder
 
     console = make_console()
-    cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, args.results)
+    cells = plan(
+        args.benchmarks, args.algorithms, args.seeds, args.profile, args.results, args.device
+    )
     make_writable_folder(args.results, "--results")
     if args.address != "auto" and args.executor != "ray":
         raise RunError("--address is for the ray executor: add --executor ray")

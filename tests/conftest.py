@@ -34,6 +34,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     "worse than in FILE")  # fmt: skip
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the ``gpu`` tests where torch sees no CUDA GPU (CI, most laptops)."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for item in items:
+        if item.get_closest_marker("gpu") is not None:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def record_ratio(request: pytest.FixtureRequest) -> Callable[[str, float, bool], None]:
     """Record a measured ratio; against a ``--compare-ratios`` baseline, fail on a regression."""

@@ -56,8 +56,9 @@ class Benchmark(Protocol):
 Builder = Callable[..., MetaRLAlgorithm]
 """``build(spec, seed, hyperparameters, log_dir)`` makes the algorithm, which sets
 ``steps_per_iteration``; a builder that also takes ``cpus=`` (the cores the run may use, or
-``None``) gets it and bounds its worker processes. The harness checks both when it loads and
-builds an algorithm (:mod:`metabench.harness.plugins`)."""
+``None``) gets it and bounds its worker processes, and one that takes ``device=`` (``"cpu"``,
+``"cuda"``, ``"cuda:N"``; :mod:`metabench.devices`) puts its networks there. The harness checks
+both when it loads and builds an algorithm (:mod:`metabench.harness.plugins`)."""
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
@@ -37,6 +38,7 @@ from metabench.algos.sb3_common import (
     training_state,
 )
 from metabench.data import EpisodeBatch
+from metabench.devices import resolve_device
 from metabench.tasks.base import Task, TaskSampler
 from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
@@ -171,6 +173,7 @@ class ReferencePPO(MetaRLAlgorithm):
     :param oracle: append the task to the observation (``oracle``) or not (``multitask``).
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env.
+    :param device: where PPO acts and trains (``"auto"``, ``"cpu"``, ``"cuda"``).
 
     Example::
 
@@ -190,6 +193,7 @@ class ReferencePPO(MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         tensorboard_log: str | None = None,
+        device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or ReferenceConfig()
         self.oracle = oracle
@@ -225,7 +229,7 @@ class ReferencePPO(MetaRLAlgorithm):
             },
             tensorboard_log=tensorboard_log,
             seed=seed,
-            device="cpu",
+            device=resolve_device(device),
         )
         quiet_logger(self.model, tensorboard_log)
         self.iterations = 0
@@ -287,6 +291,7 @@ def _build_reference(
     seed: int,
     hyperparameters: dict[str, Any],
     log_dir: str | None,
+    device: str = "cpu",
 ) -> MetaRLAlgorithm:
     return ReferencePPO(
         spec.env_id,
@@ -296,6 +301,7 @@ def _build_reference(
         seed=seed,
         env_kwargs=spec.train_env_kwargs(seed),
         tensorboard_log=log_dir,
+        device=device,
     )
 
 

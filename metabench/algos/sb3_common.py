@@ -8,9 +8,11 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.on_policy_algorithm import OnPolicyAlgorithm
 
+from metabench.devices import to_cpu
 from metabench.rng import global_rng_state, set_global_rng_state
 from metabench.vector import MetaBatchVecEnv
 
@@ -83,8 +85,9 @@ def training_state(
 ) -> dict[str, Any]:
     """Weights, optimizer, counters and task schedule, as tensors and plain values. SB3 seeds and
     draws from the global generators (minibatch order from NumPy's, action noise from torch's):
-    resuming exactly needs all three."""
-    return {
+    resuming exactly needs all three, and on a GPU the GPU's generator (``"cuda_rng"``) too.
+    The tensors are on the CPU, so the checkpoint loads on either device."""
+    state = {
         "policy": model.policy.state_dict(),
         "optimizer": model.policy.optimizer.state_dict(),
         "iterations": iterations,
@@ -92,6 +95,10 @@ def training_state(
         "tasks": venv.state_dict(),
         "global_rng": global_rng_state(),
     }
+    if model.device.type == "cuda":  # on the CPU the state stays as it always was
+        state = to_cpu(state)
+        state["cuda_rng"] = torch.cuda.get_rng_state(model.device)
+    return state
 
 
 def load_training_state(
@@ -104,5 +111,7 @@ def load_training_state(
     model.num_timesteps = int(state["num_timesteps"])
     venv.load_state_dict(state["tasks"])
     set_global_rng_state(state["global_rng"])
+    if model.device.type == "cuda" and "cuda_rng" in state:  # saved on a GPU, resumed on one
+        torch.cuda.set_rng_state(state["cuda_rng"], model.device)
     model._last_obs = None
     return int(state["iterations"])

@@ -173,18 +173,28 @@ class AlgorithmEntry:
         hyperparameters: dict[str, Any],
         log_dir: str | None,
         cpus: int | None = None,
+        device: str = "cpu",
     ) -> MetaRLAlgorithm:
-        """The algorithm, with at most ``cpus`` worker processes when its builder takes it.
+        """The algorithm, with at most ``cpus`` worker processes when its builder takes it, on
+        ``device`` when it takes that (see :attr:`takes_device`).
 
         :raises SpecError: the builder returned something that breaks the plug-in contract
             (see :func:`metabench.harness.plugins.check_algorithm`).
         """
         build = self.implementation.build
+        kwargs: dict[str, Any] = {}
         if cpus is not None and "cpus" in inspect.signature(build).parameters:
-            algo = build(spec, seed, hyperparameters, log_dir, cpus=cpus)
-        else:
-            algo = build(spec, seed, hyperparameters, log_dir)
+            kwargs["cpus"] = cpus
+        if self.takes_device:
+            kwargs["device"] = device
+        algo = build(spec, seed, hyperparameters, log_dir, **kwargs)
         return check_algorithm(algo, f"{self.path}: entry_point {self.entry_point!r}")
+
+    @property
+    def takes_device(self) -> bool:
+        """Whether the builder takes ``device=``: the algorithms with networks. The others
+        (NOP, CEM, CMA-ES) run on the CPU whatever ``--device`` says."""
+        return "device" in inspect.signature(self.implementation.build).parameters
 
     def profile(self, name: str, benchmark: str) -> ProfileSettings:
         """The budget and overrides of profile ``name`` on ``benchmark``."""

@@ -33,6 +33,8 @@ class Cell:
     """CPU cores the run uses (its own process plus any worker processes that step its envs);
     at most the cores of the machine it runs on, which ``metabench train --cpus`` refuses to
     exceed."""
+    device: str = "cpu"
+    """Where its networks act and train (``metabench train --device``)."""
 
     @property
     def label(self) -> str:
@@ -45,6 +47,8 @@ class Cell:
             "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
             "--cpus", str(min(self.cpus, os.cpu_count() or 1)),
         ]  # fmt: skip
+        if self.device != "cpu":
+            command += ["--device", self.device]
         for key, value in self.overrides:
             command += ["--set", f"{key}={json.dumps(value)}"]
         return command

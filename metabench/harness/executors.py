@@ -138,7 +138,8 @@ class RayExecutor:
             cpus = max(cell.cpus, 1)
             if largest >= 1:  # more than any node has would wait forever: run it oversubscribed
                 cpus = min(cpus, largest)
-            running[self._task.options(num_cpus=cpus).remote(cell)] = cell
+            gpus = 0 if cell.device == "cpu" else 1  # Ray places the cell on a node with one
+            running[self._task.options(num_cpus=cpus, num_gpus=gpus).remote(cell)] = cell
         try:
             while running:
                 done, _ = ray.wait(list(running), num_returns=1)

@@ -32,6 +32,7 @@ def plan(
     seeds: Sequence[int],
     profile: str,
     results: Path,
+    device: str = "cpu",
 ) -> list[Cell]:
     """The cells of a grid, each budget and override from the algorithm's ``[profiles.<profile>]``.
 
@@ -39,7 +40,7 @@ def plan(
     valid ones) or a bad setting (``ValueError``) stops the grid before anything runs. A name or
     seed given twice is one cell (two would train in one directory at once). Each cell runs with
     ``--cpus`` set to the cores its baseline declares, which bounds its worker processes and torch
-    threads.
+    threads, and on ``device`` (``metabench train --device``).
     """
     specs = [get_benchmark(name) for name in dict.fromkeys(benchmarks)]
     entries = [get_algorithm(name) for name in dict.fromkeys(algorithms)]
@@ -63,6 +64,7 @@ def plan(
                         overrides,
                         out,
                         entry.cpus_for(spec.name),
+                        device,
                     )
                 )
     return cells

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from metabench.devices import device_name
 from metabench.harness.specfiles import SPECS_PATH_VARIABLE, specs_variable_folders
 
 if TYPE_CHECKING:
@@ -71,9 +72,10 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def provenance() -> dict[str, Any]:
-    """Everything a result file records about the software and machine that produced it."""
-    return {
+def provenance(device: str = "cpu") -> dict[str, Any]:
+    """Everything a result file records about the software and machine that produced it; a run
+    on a GPU (``device`` as config.json records it) also records the GPU's model and CUDA."""
+    record: dict[str, Any] = {
         "versions": package_versions(),
         "git_revision": git_revision(),
         "python": platform.python_version(),
@@ -86,6 +88,12 @@ def provenance() -> dict[str, Any]:
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
         },
     }
+    if device != "cpu":
+        record["gpu"] = {
+            "name": device_name(torch.device(device)),
+            "cuda": torch.version.cuda,
+        }
+    return record
 
 
 def providing_distribution(module: str) -> tuple[str | None, str | None]:

@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.devices import resolve_device
 from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json, upgrade_record
 from metabench.harness.algorithms import get_algorithm, load_algorithms
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
@@ -94,6 +95,10 @@ class RunSettings:
     cpus: int | None = None
     """Cores the run may use: bounds its worker processes and torch threads (``None``: no bound).
     Recorded in ``config.json`` when set, since thread counts can change the numbers."""
+    device: str = "cpu"
+    """Where the algorithm's networks act and train: ``auto``, ``cpu`` or ``cuda``
+    (:mod:`metabench.devices`). A GPU is recorded in ``config.json`` as the device ``auto``
+    resolved to (the CPU, the default, is not recorded: those runs keep their config)."""
 
 
 class RunDirectory:
@@ -423,6 +428,9 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         config["train_evaluation_tasks"] = [task_to_json(task) for task in train_tasks]
     if settings.cpus is not None:
         config["cpus"] = check_count("--cpus", settings.cpus)
+    device = resolve_device(settings.device)
+    if device.type != "cpu" and entry.takes_device:
+        config["device"] = str(device)
     record = algorithm_record(entry)
     if record is not None:  # a third-party algorithm: where its code came from
         config["algorithm_spec"] = record
@@ -499,7 +507,10 @@ def build_algorithm(
     # use their cores through env worker processes (`cpus`), which never change the numbers.
     torch.set_num_threads(RUN_TORCH_THREADS)
     cpus = config.get("cpus")
-    return entry.build(spec, config["seed"], config["hyperparameters"], log_dir, cpus=cpus)
+    device = config.get("device", "cpu")
+    return entry.build(
+        spec, config["seed"], config["hyperparameters"], log_dir, cpus=cpus, device=device
+    )
 
 
 def make_evaluator(

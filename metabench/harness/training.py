@@ -110,7 +110,7 @@ def _train_locked(
     result = make_result(
         config=config,
         command=settings.command,
-        provenance=provenance(),
+        provenance=provenance(config.get("device", "cpu")),
         iterations=n_iterations,
         env_steps=n_iterations * trainer.steps_per_iteration,
         wall_time_s=trainer.wall_time,

@@ -64,6 +64,7 @@ from metabench.algos.trpo import (
     trpo_step,
 )
 from metabench.data import EpisodeBatch
+from metabench.devices import resolve_device, to_cpu
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
 from metabench.threads import torch_threads
 from metabench.validation import check_count, config_dict
@@ -112,6 +113,7 @@ def process_episodes(
     dtype: torch.dtype = torch.float32,
     normalize: bool = True,
     scale: str = "std",
+    device: torch.device | None = None,
 ) -> TaskData:
     """Fit a fresh :class:`LinearFeatureBaseline` to ``episodes`` and turn them into loss inputs.
 
@@ -129,6 +131,7 @@ def process_episodes(
     :param scale: divide the centred advantages by their ``"std"``, or by their ``"variance"``
         as Meta-World+ does (its inner step is then smaller wherever the advantages spread by
         more than 1).
+    :param device: where the tensors go (``None``: the CPU); the baseline is fitted on the CPU.
     """
     valids = episodes.valids
     real = valids.astype(bool)
@@ -143,9 +146,11 @@ def process_episodes(
         flat = (flat - flat.mean()) / (spread + ADVANTAGE_EPS)
     n_steps = episodes.n_steps
     return TaskData(
-        observations=torch.as_tensor(episodes.observations.reshape(n_steps, -1), dtype=dtype),
-        actions=torch.as_tensor(episodes.actions.reshape(n_steps, -1), dtype=dtype),
-        advantages=torch.as_tensor(flat, dtype=dtype),
+        observations=torch.as_tensor(
+            episodes.observations.reshape(n_steps, -1), dtype=dtype, device=device
+        ),
+        actions=torch.as_tensor(episodes.actions.reshape(n_steps, -1), dtype=dtype, device=device),
+        advantages=torch.as_tensor(flat, dtype=dtype, device=device),
     )
 
 
@@ -373,6 +378,8 @@ class MAML(MetaRLAlgorithm):
         ``set_tasks`` (e.g. a batched MuJoCo env); ``None`` builds one with
         :func:`~metabench.algos.maml.collector.make_maml_vec_env`.
     :param max_episode_length: cut episodes at this length (``None``: the env ends them).
+    :param device: where the policy and its updates run (``"auto"``, ``"cpu"``, ``"cuda"``;
+        :mod:`metabench.devices`). The envs, the baselines and the action noise stay on the CPU.
 
     Example::
 
@@ -395,8 +402,10 @@ class MAML(MetaRLAlgorithm):
         policy: GaussianMLPPolicy | None = None,
         vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None,
         max_episode_length: int | None = None,
+        device: str | torch.device = "cpu",
         **hyperparameters: Any,
     ) -> None:
+        self.device = resolve_device(device)
         config = config or MAMLConfig()
         if hyperparameters:
             config = dataclasses.replace(config, **hyperparameters)
@@ -459,7 +468,7 @@ class MAML(MetaRLAlgorithm):
                 if built_here:  # do not leak the sub-envs (worker processes, if any)
                     vec_env.close()
                 raise
-        self.policy = policy
+        self.policy = policy.to(self.device)
 
         seeds = np.random.SeedSequence(self.seed).spawn(3)
         self._rng = np.random.default_rng(seeds[0])
@@ -497,6 +506,7 @@ class MAML(MetaRLAlgorithm):
             self.gae_lambda,
             self.policy.dtype,
             scale=self.advantage_scale,
+            device=self.device,
         )
 
     def inner_loss(self, params: Mapping[str, torch.Tensor], data: TaskData) -> torch.Tensor:
@@ -771,7 +781,7 @@ class MAML(MetaRLAlgorithm):
         step its moments are saved too (``"outer_optimizer"``; a TRPO step keeps no state).
         """
         state = {
-            "policy": {k: v.detach().clone() for k, v in self.policy.state_dict().items()},
+            "policy": {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()},
             "iteration": self.iteration,
             "numpy_rng": self._rng.bit_generator.state,
             "torch_rng": self._generator.get_state(),
@@ -780,6 +790,8 @@ class MAML(MetaRLAlgorithm):
         if self._outer_optimizer is not None:
             # a copy: the optimizer's own state tensors change in place at its next step
             state["outer_optimizer"] = copy.deepcopy(self._outer_optimizer.state_dict())
+            if self.device.type != "cpu":  # the checkpoint loads on either device
+                state["outer_optimizer"] = to_cpu(state["outer_optimizer"])
         return state
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -842,6 +854,7 @@ def _build_maml(
     hyperparameters: dict[str, Any],
     log_dir: str | None,
     cpus: int | None = None,
+    device: str = "cpu",
 ) -> MetaRLAlgorithm:
     config = MAMLConfig(**hyperparameters)
     env_kwargs = spec.train_env_kwargs(seed)
@@ -872,6 +885,7 @@ def _build_maml(
             seed=seed,
             env_kwargs=env_kwargs,
             vec_env=vec_env,
+            device=device,
         )
     except BaseException:
         if vec_env is not None:  # do not leak its worker processes

@@ -172,6 +172,19 @@ class GaussianMLPPolicy(nn.Module):
         """The floating dtype of the parameters, which inputs are converted to."""
         return self.log_std.dtype
 
+    @property
+    def device(self) -> torch.device:
+        """Where the parameters live, which inputs are moved to."""
+        return self.log_std.device
+
+
+def _cpu_noise(like: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """Standard normal noise shaped and placed like ``like``, drawn on the CPU from
+    ``generator``: a policy on a GPU samples the same noise as on the CPU (and on the CPU this
+    is the draw it always was)."""
+    noise = torch.randn(like.shape, generator=generator, dtype=like.dtype)
+    return noise.to(like.device)
+
 
 def check_policy_spaces(
     policy: GaussianMLPPolicy, observation_space: gym.Space[Any], action_space: gym.Space[Any]
@@ -241,7 +254,9 @@ class BatchedGaussianActor:
 
     def __call__(self, observations: np.ndarray) -> np.ndarray:
         """Actions ``(num_envs, action_dim)`` for observations ``(num_envs, obs_dim)``."""
-        obs = torch.as_tensor(np.asarray(observations), dtype=self.policy.dtype)
+        obs = torch.as_tensor(
+            np.asarray(observations), dtype=self.policy.dtype, device=self.policy.device
+        )
         if obs.shape != (self.num_envs, self.policy.obs_dim):
             raise ValueError(
                 f"observations have shape {tuple(obs.shape)}, expected "
@@ -253,9 +268,8 @@ class BatchedGaussianActor:
             mean, log_std = self._forward(self._stacked, grouped)
             actions = mean
             if not self.deterministic:
-                noise = torch.randn(mean.shape, generator=self.generator, dtype=mean.dtype)
-                actions = mean + log_std.exp() * noise
-        return actions.reshape(self.num_envs, self.policy.action_dim).numpy()
+                actions = mean + log_std.exp() * _cpu_noise(mean, self.generator)
+        return actions.reshape(self.num_envs, self.policy.action_dim).cpu().numpy()
 
 
 class GaussianPolicy(Policy):
@@ -284,7 +298,9 @@ class GaussianPolicy(Policy):
 
     def get_action(self, observation: np.ndarray) -> np.ndarray:
         """A sampled (or, if ``deterministic``, the mean) action for one observation."""
-        obs = torch.as_tensor(np.asarray(observation), dtype=self.module.dtype)
+        obs = torch.as_tensor(
+            np.asarray(observation), dtype=self.module.dtype, device=self.module.device
+        )
         if obs.shape != (self.module.obs_dim,):
             raise ValueError(
                 f"observation has shape {tuple(obs.shape)}, expected ({self.module.obs_dim},): "
@@ -294,6 +310,5 @@ class GaussianPolicy(Policy):
             mean, log_std = self.module.mean_log_std(obs, self.params)
             action = mean
             if not self.deterministic:
-                noise = torch.randn(mean.shape, generator=self.generator, dtype=mean.dtype)
-                action = mean + log_std.exp() * noise
-        return action.numpy()
+                action = mean + log_std.exp() * _cpu_noise(mean, self.generator)
+        return action.cpu().numpy()

@@ -24,6 +24,7 @@ from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
+import torch as th
 from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
@@ -46,6 +47,7 @@ from metabench.algos.sb3_common import (
     unclipped_actions,
 )
 from metabench.data import EpisodeBatch
+from metabench.devices import DeviceError, resolve_device
 from metabench.tasks.base import TaskSampler
 from metabench.validation import check_config, config_dict, option, recorded_config
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
@@ -409,6 +411,8 @@ class RL2(MetaRLAlgorithm):
         step (only for speed comparisons: results are equal).
     :param workers: with ``config.processes``, the processes that step sub-envs, this one
         included (default: one per core).
+    :param device: where the policy acts and trains (``"auto"``, ``"cpu"``, ``"cuda"``;
+        :mod:`metabench.devices`); the envs stay on the CPU.
     """
 
     config: Any
@@ -425,8 +429,15 @@ class RL2(MetaRLAlgorithm):
         tensorboard_log: str | None = None,
         policy_class: type[RecurrentActorCriticPolicy] | None = None,
         workers: int | None = None,
+        device: str | th.device = "cpu",
     ) -> None:
         self.config = config = self.config_class() if config is None else config
+        self.device = resolve_device(device)
+        if self.device.type != "cpu" and getattr(config, "update_processes", False):
+            raise DeviceError(
+                "update_processes=true splits the update over CPU worker processes: set it to "
+                "false to train on the GPU"
+            )
         if policy_class is None:
             policy_class = POLICY_CLASSES[config.recurrent_cell]
         elif issubclass(policy_class, WholeSequenceGruPolicy) != (config.recurrent_cell == "gru"):
@@ -493,7 +504,7 @@ class RL2(MetaRLAlgorithm):
             "value_baseline": config.value_baseline,
             "entropy_method": config.entropy_method,
             "policy_ent_coeff": config.ent_coef if maximum_entropy else 0.0,
-            "device": "cpu",
+            "device": self.device,
         }
 
     @property
@@ -643,6 +654,7 @@ def rl2_implementation(algorithm: type[RL2], config: str) -> Implementation:
         hyperparameters: dict[str, Any],
         log_dir: str | None,
         cpus: int | None = None,
+        device: str = "cpu",
     ) -> MetaRLAlgorithm:
         return algorithm(
             spec.env_id,
@@ -652,6 +664,7 @@ def rl2_implementation(algorithm: type[RL2], config: str) -> Implementation:
             env_kwargs=spec.train_env_kwargs(seed),
             tensorboard_log=log_dir,
             workers=cpus,
+            device=device,
         )
 
     return Implementation(defaults, build, config=config)
