@@ -103,12 +103,6 @@ def test_a_cpu_run_records_no_device_and_only_networks_take_one(tmp_path):
     assert not any(get_algorithm(name).takes_device for name in ("nop", "cem", "cmaes"))
 
 
-def test_maml_checkpoint_holds_cpu_tensors():
-    algo = MAML("metabench/PointGoal-v0", seed=0, outer_optimizer="adam", **SMALL_MAML)
-    algo.train(1)
-    assert all_cpu(algo.state_dict())
-
-
 # -- on a GPU -------------------------------------------------------------------------------------
 @CUDA_ONLY
 def test_maml_on_the_gpu_samples_and_adapts_as_on_the_cpu():
