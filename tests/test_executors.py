@@ -119,6 +119,17 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def ray_address() -> Iterator[str]:
     """A one-node Ray cluster of 2 CPUs for this module, stopped (only it) at the end."""
+    yield from _ray_head()
+
+
+@pytest.fixture
+def ray_gpu_address() -> Iterator[str]:
+    """A one-node Ray cluster of 2 CPUs and one GPU that Ray is told exists (a fake one: Ray
+    schedules by the count it is given)."""
+    yield from _ray_head("--num-gpus=1")
+
+
+def _ray_head(*options: str) -> Iterator[str]:
     pytest.importorskip("ray")
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths have a length limit
@@ -129,7 +140,7 @@ def ray_address() -> Iterator[str]:
             [
                 sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
                 f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                "--disable-usage-stats", f"--temp-dir={temp_dir}", "--block",
+                "--disable-usage-stats", f"--temp-dir={temp_dir}", "--block", *options,
             ],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
@@ -174,6 +185,38 @@ def test_ray_runs_cells_and_brings_results_back(ray_address, tmp_path):
     assert "continuous (Box) actions" in outcome[maml]
     error = json.loads((maml.out / "error.json").read_text())
     assert error["exit_code"] == 1 and "maml-trpo" in error["command"]
+
+
+@pytest.mark.slow
+def test_ray_reserves_a_gpu_for_a_cell_on_one(ray_gpu_address, tmp_path):
+    """On a cluster with GPUs a cell with ``--device auto`` asks Ray for one GPU, a CPU cell
+    for none, and both run there (NOP runs on the CPU whatever --device says, and ``auto``
+    resolves to the CPU on this node's torch, so the cell finishes without CUDA)."""
+    on_cpu = plan(["Bandit"], ["nop"], [0], "quick", tmp_path)[0]
+    on_gpu = plan(["Bandit"], ["nop"], [1], "quick", tmp_path, device="auto")[0]
+    assert on_gpu.command()[-2:] == ["--device", "auto"]
+    executor = make_executor("ray", workers=1, address=ray_gpu_address)
+    asked: dict[int, dict[str, object]] = {}
+    task = executor._task  # type: ignore[attr-defined]
+
+    class Recording:
+        def options(self, **kwargs: object) -> object:
+            remote = task.options(**kwargs)
+
+            class Remote:
+                def remote(self, cell):  # type: ignore[no-untyped-def]
+                    asked[cell.seed] = kwargs
+                    return remote.remote(cell)
+
+            return Remote()
+
+    executor._task = Recording()  # type: ignore[attr-defined]
+    try:
+        outcome = dict(executor.run([on_cpu, on_gpu]))
+    finally:
+        executor.close()
+    assert outcome == {on_cpu: None, on_gpu: None}
+    assert asked[0]["num_gpus"] == 0 and asked[1]["num_gpus"] == 1
 
 
 @pytest.mark.slow

@@ -105,7 +105,8 @@ class RayExecutor:
     cluster must already run: this class connects to it and never starts one.
 
     Every task asks Ray for ``cell.cpus`` cores (at most the largest node's, so that a large
-    cell runs on that node rather than waits forever), runs the cell on whichever node has
+    cell runs on that node rather than waits forever) and, for a cell on a GPU (``--device
+    cuda``, or ``auto`` on a cluster with GPUs), for one GPU, runs the cell on whichever node has
     them, and returns its outcome with its small files (:data:`RETURNED_FILES`), which the driver
     writes into ``cell.out`` here. The nodes need metabench installed, and the cell writes its
     directory at the same path on the node: checkpoints and TensorBoard curves stay there, so an
@@ -131,14 +132,16 @@ class RayExecutor:
     def run(self, cells: Sequence[Cell]) -> Iterator[tuple[Cell, str | None]]:
         """Run the cells, yielding each (cell, outcome of run_cell) as it finishes."""
         ray = self._ray
-        nodes = [node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]]
-        largest = max(nodes, default=0)
+        alive = [node["Resources"] for node in ray.nodes() if node["Alive"]]
+        largest = max((node.get("CPU", 0) for node in alive), default=0)
+        has_gpus = any(node.get("GPU", 0) >= 1 for node in alive)
         running: dict[Any, Cell] = {}
         for cell in cells:
             cpus = max(cell.cpus, 1)
             if largest >= 1:  # more than any node has would wait forever: run it oversubscribed
                 cpus = min(cpus, largest)
-            gpus = 0 if cell.device == "cpu" else 1  # Ray places the cell on a node with one
+            # a cell on a GPU gets one reserved (``auto``: where the cluster has any)
+            gpus = int(cell.device.startswith("cuda") or (cell.device == "auto" and has_gpus))
             running[self._task.options(num_cpus=cpus, num_gpus=gpus).remote(cell)] = cell
         try:
             while running:
