@@ -12,10 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["DEVICE_CHOICES", "DeviceError", "device_name", "resolve_device", "to_cpu"]
-
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
-"""What ``--device`` takes (``cuda:N`` too): ``auto`` is ``cuda`` where torch sees a GPU."""
+__all__ = ["DeviceError", "device_name", "resolve_device", "to_cpu"]
 
 
 class DeviceError(ValueError):

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from profile_ml10 import env_only_rate
 
 from metabench.devices import device_name, resolve_device
