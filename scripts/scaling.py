@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import torch
-
 from profile_ml10 import env_only_rate
 
 from metabench.devices import device_name, resolve_device
