@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
+    from metabench.harness.cells import Cell
     from metabench.harness.stats import Summary
 
 
@@ -228,44 +229,47 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         formatter_class=DefaultsHelpFormatter,
     )
-    bench.add_argument(
-        "--benchmarks", nargs="+", default=["HalfCheetahVel"],
-        choices=sorted(benchmarks), metavar="BENCHMARK",
-        help=f"benchmarks, from: {', '.join(sorted(benchmarks))}",
-    )  # fmt: skip
-    bench.add_argument(
-        "--algorithms", nargs="+",
-        default=["rl2-ppo", "maml-trpo", "cem", "nop"], choices=sorted(algorithms),
-        metavar="ALGORITHM",
-        help=f"algorithms, from: {', '.join(sorted(algorithms))}",
-    )  # fmt: skip
-    bench.add_argument(
-        "--seeds", nargs="+", type=non_negative_int, default=[0],
-        help="seeds (a seed given twice runs once)",
-    )  # fmt: skip
-    bench.add_argument(
-        "--profile", default="quick", choices=profiles,
-        help="budgets and settings from each baseline's [profiles.NAME]: quick (minutes per "
-        "cell), reduced (the budgets of the runs in results/) or paper (the published settings)",
-    )  # fmt: skip
+    grid_arguments(bench, list(benchmarks), list(algorithms), profiles)
     bench.add_argument("--results", type=Path, default=Path("runs/grid"), help="where the runs go")
-    bench.add_argument(
-        "--device", type=device_option, default="cpu",
-        help="every cell's --device (cpu, cuda or auto); on Ray a cell on a GPU asks for one",
-    )  # fmt: skip
     bench.add_argument(
         "--executor", default="local", choices=["local", "ray"],
         help="where cells run: local (a pool of processes on this machine) or ray (a Ray "
         "cluster; each cell a task asking for the cores its baseline declares)",
     )  # fmt: skip
     bench.add_argument(
-        "--workers", type=positive_int, default=os.cpu_count() or 1,
-        help="local executor: cores' worth of cells run at once",
-    )  # fmt: skip
-    bench.add_argument(
         "--address", default="auto", metavar="HOST:PORT",
         help="ray executor: the cluster's address, as 'ray start --head' prints it, or "
         "ray://HOST:PORT; auto: the cluster running on this machine, or RAY_ADDRESS",
+    )  # fmt: skip
+
+    plan = commands.add_parser(
+        "plan",
+        help="predict the wall time of a bench grid on this machine, locally and on Ray",
+        description=(
+            "Predict each cell's wall time, and the grid's on the local executor and on N Ray "
+            "nodes like this machine, from a calibration of this machine: one training "
+            "iteration, one meta-test task and the env-only step rate of each benchmark x "
+            "algorithm, measured once (seconds to minutes each) and kept in --calibration. "
+            "Nothing is trained or written besides that file."
+        ),
+        formatter_class=DefaultsHelpFormatter,
+    )
+    grid_arguments(plan, list(benchmarks), list(algorithms), profiles)
+    plan.add_argument(
+        "--ray-nodes", nargs="*", type=positive_int, default=[], metavar="N",
+        help="also predict the grid on N Ray nodes (each of --node-cores cores), e.g. 2 4 8",
+    )  # fmt: skip
+    plan.add_argument(
+        "--node-cores", type=positive_int, default=os.cpu_count() or 1,
+        help="cores of each Ray node (default: this machine's)",
+    )  # fmt: skip
+    plan.add_argument(
+        "--calibration", type=Path, default=None,
+        help="the calibration file (default: ~/.cache/metabench/calibration.json)",
+    )  # fmt: skip
+    plan.add_argument(
+        "--recalibrate", action="store_true",
+        help="measure every cell's calibration again instead of reusing the file's",
     )  # fmt: skip
 
     commands.add_parser(
@@ -305,6 +309,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=None, help="output folder (default: <results>/plots)"
     )
     return parser
+
+
+def grid_arguments(
+    command: argparse.ArgumentParser,
+    benchmarks: Sequence[str],
+    algorithms: Sequence[str],
+    profiles: Sequence[str],
+) -> None:
+    """The options that name a grid's cells, shared by ``bench`` and ``plan``."""
+    command.add_argument(
+        "--benchmarks", nargs="+", default=["HalfCheetahVel"],
+        choices=sorted(benchmarks), metavar="BENCHMARK",
+        help=f"benchmarks, from: {', '.join(sorted(benchmarks))}",
+    )  # fmt: skip
+    command.add_argument(
+        "--algorithms", nargs="+",
+        default=["rl2-ppo", "maml-trpo", "cem", "nop"], choices=sorted(algorithms),
+        metavar="ALGORITHM",
+        help=f"algorithms, from: {', '.join(sorted(algorithms))}",
+    )  # fmt: skip
+    command.add_argument(
+        "--seeds", nargs="+", type=non_negative_int, default=[0],
+        help="seeds (a seed given twice runs once)",
+    )  # fmt: skip
+    command.add_argument(
+        "--profile", default="quick", choices=profiles,
+        help="budgets and settings from each baseline's [profiles.NAME]: quick (minutes per "
+        "cell), reduced (the budgets of the runs in results/) or paper (the published settings)",
+    )  # fmt: skip
+    command.add_argument(
+        "--device", type=device_option, default="cpu",
+        help="every cell's --device (cpu, cuda or auto); on Ray a cell on a GPU asks for one",
+    )  # fmt: skip
+    command.add_argument(
+        "--workers", type=positive_int, default=os.cpu_count() or 1,
+        help="local executor: cores' worth of cells run at once",
+    )  # fmt: skip
 
 
 def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], list[Summary]]:
@@ -393,6 +434,41 @@ def bench_command(args: argparse.Namespace) -> None:
         raise RunError("some cells failed: see the list above")
 
 
+def plan_command(args: argparse.Namespace) -> None:
+    from metabench.harness.calibration import CalibrationCache, default_cache, predict_cells
+    from metabench.harness.costs import cluster_time, schedule_time
+    from metabench.harness.grid import plan
+    from metabench.harness.report import make_console, plan_table
+
+    console = make_console()
+    cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, Path("runs/grid"),
+                 args.device)  # fmt: skip
+    cache = CalibrationCache(args.calibration or default_cache())
+
+    def calibrating(cell: Cell) -> None:
+        console.print(f"calibrating {cell.benchmark} {cell.algorithm} (one iteration) ...")
+
+    predictions = predict_cells(
+        cells, cache, recalibrate=args.recalibrate, on_calibrate=calibrating
+    )
+    console.print(plan_table(cells, predictions, title=f"metabench plan --profile {args.profile}"))
+    durations = [cost.total_s for _, cost in predictions]
+    cpus = [cell.cpus for cell in cells]
+    lines = [
+        f"one cell after another: {sum(durations) / 3600:.2f} h",
+        f"local executor, {args.workers} cores: "
+        f"{schedule_time(durations, cpus, args.workers) / 3600:.2f} h",
+    ]
+    lines += [
+        f"Ray, {nodes} nodes x {args.node_cores} cores: "
+        f"{cluster_time(durations, cpus, nodes, args.node_cores) / 3600:.2f} h"
+        for nodes in args.ray_nodes
+    ]
+    console.print("Predicted wall time of the grid (from " + str(cache.path) + "):")
+    for line in lines:
+        console.print(f"  {line}")
+
+
 def list_command(args: argparse.Namespace) -> None:
     from metabench.harness.report import make_console, specs_tables
 
@@ -440,6 +516,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "train": train_command,
     "evaluate": evaluate_command,
     "bench": bench_command,
+    "plan": plan_command,
     "list": list_command,
     "table": table_command,
     "plot": plot_command,

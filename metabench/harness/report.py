@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from metabench.evaluation import MetaTestResult
+from metabench.harness.cells import Cell
+from metabench.harness.costs import CellCost, CellTimes
 from metabench.harness.stats import Interval, Summary, format_number
 
 
@@ -167,3 +169,35 @@ def hyperparameters_table() -> Table:
             )
             table.add_row(name, field.name, field.describe(), shown, field.doc)
     return table
+
+
+def plan_table(
+    cells: Sequence[Cell], predictions: Sequence[tuple[CellTimes, CellCost]], title: str
+) -> Table:
+    """``metabench plan``'s table: each cell's calibration and predicted wall time. "of env-only"
+    is training's step rate over the env-only rate of the cell's cores (1.0: the update and the
+    policy cost nothing)."""
+    table = Table(title=title)
+    for name in ("benchmark", "algorithm", "seed", "cpus", "iterations"):
+        table.add_column(name, justify="left" if name in ("benchmark", "algorithm") else "right")
+    for name in ("s / iteration", "steps/s", "of env-only", "meta-test", "predicted"):
+        table.add_column(name, justify="right")
+    for cell, (times, cost) in zip(cells, predictions, strict=True):
+        ceiling = times.env_steps_per_s * max(cell.cpus, 1)
+        table.add_row(
+            cell.benchmark,
+            cell.algorithm,
+            str(cell.seed),
+            str(cell.cpus),
+            str(cost.iterations),
+            f"{times.iteration_s:.1f}",
+            f"{times.steps_per_s:,.0f}",
+            f"{times.steps_per_s / ceiling:.2f}" if ceiling > 0 and cost.iterations else "-",
+            f"{cost.metatest_s / 60:.1f} min",
+            _duration(cost.total_s),
+        )
+    return table
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"

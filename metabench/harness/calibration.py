@@ -1,0 +1,202 @@
+"""A short calibration of this machine for :mod:`metabench.harness.costs`: for one grid cell's
+benchmark, algorithm, settings, cores and device, the time to build the run, one training
+iteration, one meta-test task, and the benchmark's env-only step rate on one core.
+
+Each calibration runs in a fresh process, as a grid cell does: its env worker processes, torch
+threads and caches cannot leak into the next one. It trains one iteration of the real settings
+(no shortened stand-in: the update's cost does not scale with the batch in the same way for
+every algorithm), so a Meta-World ML10 calibration takes a few minutes on 2 cores. The results
+are kept in a JSON file (``~/.cache/metabench/calibration.json``) keyed by the machine and the
+cell's settings, so each is measured once; ``metabench plan --recalibrate`` measures again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from metabench.harness.atomic import atomic_write_json
+from metabench.harness.cells import Cell
+from metabench.harness.costs import CellCost, CellTimes, cell_cost
+from metabench.harness.provenance import cpu_model, git_revision
+from metabench.harness.run import RunPlan, RunSettings, build_algorithm, plan_run
+
+ENV_ONLY_SECONDS = 2.0
+"""How long the env-only rate steps random actions (after one episode's warm-up)."""
+
+
+def default_cache() -> Path:
+    """Where calibrations are kept: ``$XDG_CACHE_HOME/metabench`` (``~/.cache/metabench``)."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "metabench" / "calibration.json"
+
+
+def cell_plan(cell: Cell) -> RunPlan:
+    """The run ``cell`` would start (nothing is built or written)."""
+    out = Path(tempfile.gettempdir()) / "metabench-calibration"
+    return plan_run(
+        RunSettings(
+            cell.benchmark,
+            cell.algorithm,
+            cell.seed,
+            cell.steps,
+            out,
+            dict(cell.overrides),
+            cpus=min(cell.cpus, os.cpu_count() or 1),
+            device=cell.device,
+        )
+    )
+
+
+def metatest_tasks(plan: RunPlan) -> int:
+    """Tasks of the run's final meta-tests: the test tasks, plus Meta-World's training tasks."""
+    return len(plan.test_tasks) + len(plan.config.get("train_evaluation_tasks") or [])
+
+
+def calibration_key(plan: RunPlan) -> str:
+    """What a calibration depends on: the machine, the code, and the cell's settings (not its
+    seed or budget)."""
+    config = plan.config
+    record = {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "code": git_revision(),
+        "benchmark": config["benchmark"],
+        "algorithm": config["algorithm"],
+        "hyperparameters": config["hyperparameters"],
+        "cpus": config.get("cpus"),
+        "device": config.get("device", "cpu"),
+    }
+    text = json.dumps(record, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class CalibrationCache:
+    """The calibrations measured on this machine, one JSON file (written atomically)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.entries: dict[str, dict[str, Any]] = {}
+        if path.exists():
+            try:
+                self.entries = json.loads(path.read_text())["calibrations"]
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(
+                    f"{path} is not a metabench calibration file ({error}): delete it, or give "
+                    f"another file with --calibration"
+                ) from None
+
+    def get(self, key: str) -> CellTimes | None:
+        entry = self.entries.get(key)
+        return None if entry is None else CellTimes(**entry["times"])
+
+    def measured_at(self, key: str) -> str | None:
+        entry = self.entries.get(key)
+        return None if entry is None else str(entry["measured_at"])
+
+    def put(self, key: str, label: str, times: CellTimes) -> None:
+        self.entries[key] = {
+            "label": label,
+            "measured_at": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "times": asdict(times),
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(self.path, {"calibrations": self.entries})
+
+
+def calibrate(cell: Cell) -> CellTimes:
+    """Measure ``cell``'s times in a fresh process (see the module docstring)."""
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(1, mp_context=context) as pool:
+        return pool.submit(_calibrate_here, cell).result()
+
+
+def _calibrate_here(cell: Cell) -> CellTimes:
+    plan = cell_plan(cell)
+    env_rate = env_only_rate(plan)
+    start = time.perf_counter()
+    algo = build_algorithm(plan.spec, plan.config, None)
+    setup_s = time.perf_counter() - start
+    try:
+        steps = algo.steps_per_iteration
+        iteration_s = 0.0
+        if steps:
+            start = time.perf_counter()
+            algo.train(1)
+            iteration_s = time.perf_counter() - start
+        workers = plan.metatest_workers
+        n_tasks = min(len(plan.test_tasks), 2 * (workers or 1))
+        evaluator = plan.evaluator(plan.test_tasks[:n_tasks])
+        start = time.perf_counter()
+        evaluator.evaluate(algo, workers=workers)
+        task_s = (time.perf_counter() - start) / n_tasks
+    finally:
+        close = getattr(algo, "close", None)  # MAML's env workers; SB3's envs close at exit
+        if close is not None:
+            close()
+    return CellTimes(setup_s, iteration_s, steps, task_s, env_rate)
+
+
+def env_only_rate(plan: RunPlan, seconds: float = ENV_ONLY_SECONDS) -> float:
+    """The benchmark's env steps per second on one core: its test env, random actions, the
+    run's first test tasks in turn (Meta-World's classes differ several-fold in step cost)."""
+    env = plan.spec.make_test_env(plan.config["seed"])
+    tasks = plan.test_tasks[: min(len(plan.test_tasks), 10)]
+    rng = np.random.default_rng(0)
+    env.action_space.seed(0)
+    steps, elapsed, index = 0, 0.0, 0
+    while elapsed < seconds:
+        env.get_wrapper_attr("set_task")(tasks[index % len(tasks)])
+        env.reset(seed=int(rng.integers(2**31)))
+        index += 1
+        start = time.perf_counter()
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            steps += 1
+            done = terminated or truncated
+        elapsed += time.perf_counter() - start
+    env.close()
+    return steps / elapsed
+
+
+def predict_cells(
+    cells: list[Cell],
+    cache: CalibrationCache,
+    *,
+    recalibrate: bool = False,
+    on_calibrate: Callable[[Cell], None] | None = None,
+) -> list[tuple[CellTimes, CellCost]]:
+    """Each cell's calibration (measured once per benchmark x algorithm x settings, reused from
+    ``cache`` unless ``recalibrate``) and predicted cost; ``on_calibrate`` is told before each
+    measurement (they take seconds to minutes)."""
+    measured: dict[str, CellTimes] = {}
+    predictions = []
+    for cell in cells:
+        plan = cell_plan(cell)
+        key = calibration_key(plan)
+        times = measured.get(key) or (None if recalibrate else cache.get(key))
+        if times is None:
+            if on_calibrate is not None:
+                on_calibrate(cell)
+            times = calibrate(cell)
+            cache.put(
+                key, f"{cell.benchmark} {cell.algorithm} cpus={cell.cpus} {cell.device}", times
+            )
+        measured[key] = times
+        predictions.append((times, cell_cost(times, cell.steps, metatest_tasks(plan))))
+    return predictions

@@ -1,0 +1,152 @@
+"""``metabench plan``: the cost model, the executors' scheduling replayed, the calibration file."""
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.cli import main
+from metabench.harness import calibration
+from metabench.harness.calibration import (
+    CalibrationCache,
+    calibrate,
+    calibration_key,
+    cell_plan,
+    metatest_tasks,
+    predict_cells,
+)
+from metabench.harness.costs import CellTimes, cell_cost, cluster_time, schedule_time
+from metabench.harness.grid import plan
+from metabench.harness.run import build_algorithm
+
+TIMES = CellTimes(setup_s=4.0, iteration_s=10.0, steps_per_iteration=300, task_s=0.5,
+                  env_steps_per_s=1000.0)  # fmt: skip
+
+
+def test_a_cell_costs_setup_whole_iterations_and_every_metatest_task():
+    cost = cell_cost(TIMES, env_steps=1000, metatest_tasks=40)
+    # 1000 steps are 3 whole iterations of 300 (metabench train never runs past the budget)
+    assert cost.iterations == 3
+    assert cost.total_s == pytest.approx(4.0 + 3 * 10.0 + 40 * 0.5)
+    assert TIMES.steps_per_s == pytest.approx(30.0)
+    nothing_to_train = CellTimes(1.0, 0.0, 0, 0.5, 1000.0)  # nop: no iterations, a meta-test
+    assert cell_cost(nothing_to_train, 1000, 4).total_s == pytest.approx(1.0 + 2.0)
+    with pytest.raises(ValueError, match=">= 0"):
+        cell_cost(TIMES, -1, 0)
+
+
+def test_the_local_schedule_starts_cells_in_grid_order_as_their_cores_free_up():
+    # 2 cores, 1 core each: 0 runs 0-3; 1 runs 0-1, 2 runs 1-2, 3 runs 2-3
+    assert schedule_time([3, 1, 1, 1], [1, 1, 1, 1], cores=2) == 3
+    # a 2-core cell first, then two 1-core cells side by side
+    assert schedule_time([1, 5, 5], [2, 1, 1], cores=2) == 6
+    # a small cell overtakes a wide one that does not fit yet: 0 (0-4) and 2 (0-1); 1 waits
+    # for both cores until 4
+    assert schedule_time([4, 1, 1], [1, 2, 1], cores=2) == 5
+    # a cell wider than the machine runs alone rather than never
+    assert schedule_time([2, 1], [8, 1], cores=2) == 3
+    durations, cpus = [5.0, 2.0, 7.0, 1.0], [1, 1, 1, 1]
+    assert schedule_time(durations, cpus, cores=1) == sum(durations)
+    assert schedule_time(durations, cpus, cores=4) == max(durations)
+
+
+def test_the_cluster_schedule_packs_cells_onto_nodes():
+    # three 2-core cells on 2 nodes of 2 cores: two at once, then the third
+    assert cluster_time([1, 1, 1], [2, 2, 2], nodes=2, cores=2) == 2
+    # a 4-core cell on 2-core nodes takes a whole node
+    assert cluster_time([3, 3], [4, 4], nodes=2, cores=2) == 3
+    durations, cpus = [5.0, 2.0, 7.0, 1.0], [1, 1, 1, 1]
+    assert cluster_time(durations, cpus, nodes=1, cores=2) == schedule_time(durations, cpus, 2)
+    assert cluster_time(durations, cpus, nodes=4, cores=1) == max(durations)
+    with pytest.raises(ValueError, match="nodes must be at least 1"):
+        cluster_time([1], [1], nodes=0, cores=2)
+
+
+def test_a_calibration_is_keyed_by_settings_not_by_seed_or_budget(tmp_path):
+    maml, maml_seed1 = plan(["PointGoal"], ["maml-trpo"], [0, 1], "quick", tmp_path)
+    key = calibration_key(cell_plan(maml))
+    assert calibration_key(cell_plan(maml_seed1)) == key
+    assert calibration_key(cell_plan(replace(maml, steps=10 * maml.steps))) == key
+    assert calibration_key(cell_plan(replace(maml, overrides=(("meta_batch_size", 4),)))) != key
+    assert calibration_key(cell_plan(replace(maml, cpus=1))) != key
+    assert (
+        calibration_key(cell_plan(plan(["PointGoal"], ["nop"], [0], "quick", tmp_path)[0])) != key
+    )
+
+
+def test_the_calibration_file_keeps_each_measurement_and_refuses_a_foreign_file(tmp_path):
+    path = tmp_path / "cache" / "calibration.json"
+    cache = CalibrationCache(path)
+    cache.put("abc", "PointGoal nop", TIMES)
+    reread = CalibrationCache(path)
+    assert reread.get("abc") == TIMES and reread.get("other") is None
+    assert reread.measured_at("abc") is not None
+    path.write_text(json.dumps({"something": "else"}))
+    with pytest.raises(ValueError, match=r"not a metabench calibration file.*delete it"):
+        CalibrationCache(path)
+
+
+def test_each_setting_is_calibrated_once_and_then_read_from_the_file(tmp_path, monkeypatch):
+    measured = []
+
+    def fake_calibrate(cell):
+        measured.append((cell.algorithm, cell.seed))
+        return TIMES
+
+    monkeypatch.setattr(calibration, "calibrate", fake_calibrate)
+    cells = plan(["PointGoal"], ["maml-trpo", "nop"], [0, 1, 2], "quick", tmp_path / "runs")
+    cache = CalibrationCache(tmp_path / "calibration.json")
+    predictions = predict_cells(cells, cache)
+    assert measured == [("maml-trpo", 0), ("nop", 0)]  # seeds 1 and 2 reuse seed 0's
+    for cell, (times, cost) in zip(cells, predictions, strict=True):
+        assert times == TIMES
+        assert cost == cell_cost(TIMES, cell.steps, metatest_tasks(cell_plan(cell)))
+    predict_cells(cells, CalibrationCache(tmp_path / "calibration.json"))
+    assert len(measured) == 2  # the file's
+    predict_cells(cells, cache, recalibrate=True)
+    assert len(measured) == 4
+
+
+def test_a_calibration_measures_the_cell_as_it_would_run(tmp_path):
+    cell = plan(["Bandit"], ["rl2-ppo"], [0], "quick", tmp_path)[0]
+    times = calibrate(cell)
+    run = cell_plan(cell)
+    algo: MetaRLAlgorithm = build_algorithm(run.spec, run.config, None)
+    assert times.steps_per_iteration == algo.steps_per_iteration > 0
+    assert times.iteration_s > 0 and times.task_s > 0 and times.setup_s > 0
+    assert times.env_steps_per_s > 0
+
+
+def test_plan_prints_each_cell_and_the_grid_on_each_executor(tmp_path, capsys):
+    cells = plan(["PointGoal"], ["maml-trpo", "nop"], [0, 1], "quick", tmp_path / "runs")
+    cache = CalibrationCache(tmp_path / "calibration.json")
+    nop_times = CellTimes(1.0, 0.0, 0, 0.25, 2000.0)
+    for cell in cells:
+        cache.put(
+            calibration_key(cell_plan(cell)), "", TIMES if cell.algorithm != "nop" else nop_times
+        )
+    costs = [
+        cell_cost(
+            TIMES if c.algorithm != "nop" else nop_times, c.steps, metatest_tasks(cell_plan(c))
+        )
+        for c in cells
+    ]
+    durations, cpus = [c.total_s for c in costs], [c.cpus for c in cells]
+    args = ["plan", "--benchmarks", "PointGoal", "--algorithms", "maml-trpo", "nop", "--seeds",
+            "0", "1", "--calibration", str(cache.path), "--workers", "2", "--ray-nodes", "3",
+            "--node-cores", "2"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "calibrating" not in out
+    assert f"one cell after another: {sum(durations) / 3600:.2f} h" in out
+    assert f"local executor, 2 cores: {schedule_time(durations, cpus, 2) / 3600:.2f} h" in out
+    assert f"Ray, 3 nodes x 2 cores: {cluster_time(durations, cpus, 3, 2) / 3600:.2f} h" in out
+
+
+def test_plan_names_a_foreign_calibration_file(tmp_path, capsys):
+    bad = tmp_path / "calibration.json"
+    bad.write_text("[1, 2]")
+    assert main(["plan", "--benchmarks", "PointGoal", "--algorithms", "nop", "--calibration",
+                 str(bad)]) == 1  # fmt: skip
+    assert "not a metabench calibration file" in capsys.readouterr().err
