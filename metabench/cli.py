@@ -21,11 +21,12 @@ INTERRUPTED = "interrupted; run the same command to resume"
 
 class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Ends an option's help with ``(default: ...)``, a list as it is typed (``0 1``), unless
-    there is no default to show (a required option, ``None``, an empty list) or the help
-    already says what it is."""
+    there is no default to show (a required option, ``None``, an empty list, a flag's ``False``)
+    or the help already says what it is."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default in (None, []) or "default" in (action.help or ""):
+        flag = isinstance(action, argparse._StoreTrueAction)
+        if flag or action.default in (None, []) or "default" in (action.help or ""):
             return action.help
         if isinstance(action.default, list):
             return f"{action.help} (default: {' '.join(map(str, action.default))})"

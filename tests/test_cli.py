@@ -2,7 +2,7 @@
 
 import pytest
 
-from metabench.cli import main
+from metabench.cli import COMMANDS, main
 from metabench.demo import run_demo
 
 
@@ -84,7 +84,7 @@ def test_the_old_option_spellings_are_not_options(args, unrecognized, capsys):
     assert f"error: unrecognized arguments: {unrecognized} " in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", ["demo", "train", "evaluate", "bench", "list", "table", "plot"])
+@pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_help_shows_each_default_once_and_no_formatting_artefacts(command, capsys):
     """No ``%%`` (argparse formats help strings, not descriptions), no ``(default: None)`` or
     Python list for a required option, an empty list or a help that already names its default."""
@@ -95,6 +95,7 @@ def test_help_shows_each_default_once_and_no_formatting_artefacts(command, capsy
     text = " ".join(capsys.readouterr().out.split())
     assert "%%" not in text
     assert "(default: None)" not in text and "(default: [" not in text
+    assert "(default: False)" not in text
     assert not re.search(r"default:[^)]*\)\s*\(default:", text)
     if command == "bench":
         assert "(default: rl2-ppo maml-trpo cem nop)" in text
