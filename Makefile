@@ -8,13 +8,13 @@ BIN := $(VENV)/bin
 TORCH_PIN ?= torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install run demo test test-fast test-main-job bench bench-save bench-compare lint clean
+.PHONY: install run demo test test-fast test-main-job bench bench-save bench-compare lint docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
-	$(BIN)/python -m pip install --quiet -e ".[dev,ray]"
+	$(BIN)/python -m pip install --quiet -e ".[dev,ray,docs]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -53,10 +53,16 @@ bench-compare: $(STAMP)
 	$(MAKE) bench BENCH_ARGS="--compare-ratios benchmarks/ratios.json"
 
 lint: $(STAMP)
-	$(BIN)/ruff check metabench tests scripts
-	$(BIN)/ruff format --check metabench tests scripts
+	$(BIN)/ruff check metabench tests scripts docs/griffe_sphinx.py
+	$(BIN)/ruff format --check metabench tests scripts docs/griffe_sphinx.py
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
+# The docs site (mkdocs.yml: the pages in docs/, the API reference from the docstrings) into
+# site/; --strict makes every warning an error (a broken link or anchor, a docstring's :param:
+# that the signature lacks).
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -9,7 +9,7 @@ Also: the lean Meta-World step against Meta-World's own (env-only), and RL2-PPO'
 over the env worker (``update_processes``) against one process, on the same rollout.
 Iterations are shortened to keep a round to minutes (RL2: 2 episodes per trial instead of 10;
 MAML: 1 episode per task instead of 10; meta-test: 2 + 1 episodes instead of 10 + 3); the
-README's speed table gives the full-size numbers of ``scripts/profile_ml10.py``.
+speed table of ``docs/speed.md`` gives the full-size numbers of ``scripts/profile_ml10.py``.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_ml10.py [--rounds 2]
 """

@@ -1,7 +1,7 @@
 """Shared fixtures: metabench registers its Gymnasium ids on import.
 
 The speed checks (``-m benchmark``) can also save their ratios as a baseline and compare later
-runs against it: ``--save-ratios FILE`` / ``--compare-ratios FILE`` (see the README).
+runs against it: ``--save-ratios FILE`` / ``--compare-ratios FILE`` (see ``docs/speed.md``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,8 @@
-"""The README cannot drift from the code: its Python blocks run, the names its "What is here"
-table lists import from the module beside them, and every ``metabench.…`` path it names resolves.
+"""The README and the docs pages cannot drift from the code: their Python blocks run, the names
+the "What is here" table (``docs/index.md``) lists import from the module beside them, every
+``metabench.…`` path they name resolves, every module of the package is on an API reference page,
+and the README's links reach an existing file and heading (``make docs`` checks the pages' own
+links, with ``mkdocs build --strict``).
 
 A block runs in a fresh namespace. An HTML comment alone on the line before its fence gives it
 pytest markers (``<!-- readme-test: slow metaworld -->``); ``skip`` leaves it out (for a block
@@ -18,9 +21,12 @@ import pytest
 
 from metabench.harness.specfiles import ENTRY_POINT_GROUP
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-BASELINES = README.parent / "baselines"
-TEXT = README.read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+BASELINES = ROOT / "baselines"
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+"""The README and every page of the docs site."""
+TEXTS = {path: path.read_text(encoding="utf-8") for path in PAGES}
 
 MARKERS = {"slow", "mujoco", "metaworld", "skip"}
 """What a ``readme-test`` comment may name."""
@@ -34,38 +40,42 @@ BLOCK = re.compile(
 
 
 def python_blocks() -> list[Any]:
-    """Every ```python block of the README as a pytest param, with its markers."""
+    """Every ```python block of the README and the pages as a pytest param (the file and the
+    code), with its markers."""
     params = []
-    for match in BLOCK.finditer(TEXT):
-        names = (match["marks"] or "").split()
-        unknown = set(names) - MARKERS
-        assert not unknown, f"README: unknown readme-test marker(s) {sorted(unknown)}"
-        line = TEXT.count("\n", 0, match.start("code")) + 1
-        marks = [
-            pytest.mark.skip(reason="marked readme-test: skip") if name == "skip"
-            else getattr(pytest.mark, name)
-            for name in names
-        ]  # fmt: skip
-        code = textwrap.dedent(match["code"])
-        params.append(pytest.param(code, id=f"line{line}", marks=marks))
+    for path, text in TEXTS.items():
+        name = path.relative_to(ROOT).as_posix()
+        for match in BLOCK.finditer(text):
+            names = (match["marks"] or "").split()
+            unknown = set(names) - MARKERS
+            assert not unknown, f"{name}: unknown readme-test marker(s) {sorted(unknown)}"
+            line = text.count("\n", 0, match.start("code")) + 1
+            marks = [
+                pytest.mark.skip(reason="marked readme-test: skip") if mark == "skip"
+                else getattr(pytest.mark, mark)
+                for mark in names
+            ]  # fmt: skip
+            code = textwrap.dedent(match["code"])
+            params.append(pytest.param(path, code, id=f"{name}:line{line}", marks=marks))
     return params
 
 
 BLOCKS = python_blocks()
 
 
-def test_the_readme_has_python_blocks_to_run() -> None:
+def test_the_docs_have_python_blocks_to_run() -> None:
     assert len(BLOCKS) >= 3
 
 
-@pytest.mark.parametrize("code", BLOCKS)
-def test_a_readme_python_block_runs(code: str) -> None:
-    exec(compile(code, str(README), "exec"), {"__name__": "readme"})
+@pytest.mark.parametrize(("path", "code"), BLOCKS)
+def test_a_docs_python_block_runs(path: Path, code: str) -> None:
+    exec(compile(code, str(path), "exec"), {"__name__": "readme"})
 
 
 def what_is_here() -> list[tuple[list[str], list[str]]]:
     """The rows of the "What is here" table: (names in the piece column, modules beside it)."""
-    section = TEXT.split("## What is here", 1)[1].split("\n#", 1)[0]
+    (text,) = [text for text in TEXTS.values() if "\n## What is here\n" in text]
+    section = text.split("## What is here", 1)[1].split("\n#", 1)[0]
     rows = []
     for line in section.splitlines():
         cells = line.split(" | ")
@@ -110,15 +120,22 @@ def test_every_name_the_table_lists_imports_from_a_module_beside_it(names, modul
                 exported(name) is not None
                 or any(hasattr(cls, name) for cls in classes)
                 or (BASELINES / f"{name}.toml").is_file()
-            ), f"README's What is here: {name} is not a public name of {', '.join(modules)}"
+            ), f"What is here: {name} is not a public name of {', '.join(modules)}"
 
 
-PATHS = sorted(set(re.findall(r"`(metabench\.[\w.]+(?::[\w<>]+)?)`", TEXT)) - {ENTRY_POINT_GROUP})
+PATHS = sorted(
+    {
+        path
+        for text in TEXTS.values()
+        for path in re.findall(r"`(metabench\.[\w.]+(?::[\w<>]+)?)`", text)
+    }
+    - {ENTRY_POINT_GROUP}
+)
 """Every ``metabench.…`` path in backticks, but the entry-point group (a name, no module)."""
 
 
 @pytest.mark.parametrize("path", PATHS)
-def test_every_metabench_path_the_readme_names_resolves(path: str) -> None:
+def test_every_metabench_path_the_docs_name_resolves(path: str) -> None:
     """``metabench.a.b`` (a module, or a module's attribute) and ``metabench.a.b:NAME`` (an
     entry point; ``<NAME>`` stands for any name of the module)."""
     module_path, _, attribute = path.partition(":")
@@ -130,3 +147,52 @@ def test_every_metabench_path_the_readme_names_resolves(path: str) -> None:
         return
     if attribute and not attribute.startswith("<"):
         assert hasattr(module, attribute), path
+
+
+def modules() -> list[str]:
+    """Every module of the package, but the private ones (``_version``)."""
+    package = ROOT / "metabench"
+    names = []
+    for path in sorted(package.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        if not any(part.startswith("_") for part in parts):
+            names.append(".".join(parts))
+    return names
+
+
+def test_every_module_is_on_an_api_reference_page() -> None:
+    """``docs/api/*.md`` renders each module with a ``::: module`` line; a new module needs one."""
+    api = "\n".join(TEXTS[path] for path in PAGES if path.parent.name == "api")
+    rendered = set(re.findall(r"^::: ([\w.]+)$", api, re.MULTILINE))
+    assert len(modules()) > 50
+    assert sorted(set(modules()) - rendered) == []
+    assert sorted(rendered - set(modules())) == []
+
+
+def github_anchor(heading: str) -> str:
+    """The id GitHub gives a heading (``mkdocs.yml`` sets the same for the site): lower case, no
+    punctuation, a hyphen for each space."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_github_anchor() -> None:
+    assert github_anchor("A grid of runs") == "a-grid-of-runs"
+    assert github_anchor("On a GPU (`--device cuda`)") == "on-a-gpu---device-cuda"
+    assert github_anchor("5. PointGoal × MAML-TRPO") == "5-pointgoal--maml-trpo"
+
+
+LINKS = sorted(set(re.findall(r"\]\(([^)\s]+)\)", TEXTS[README])))
+"""The README's Markdown links."""
+
+
+@pytest.mark.parametrize("link", [link for link in LINKS if "://" not in link])
+def test_every_readme_link_reaches_a_file_and_heading(link: str) -> None:
+    target, _, anchor = link.partition("#")
+    path = (ROOT / target) if target else README
+    assert path.exists(), f"README links to {target}, which does not exist"
+    if anchor:
+        text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.M | re.S)
+        headings = re.findall(r"^#+ (.+)$", text, re.MULTILINE)  # outside code blocks
+        assert anchor in {github_anchor(h) for h in headings}, f"README: no heading #{anchor}"

@@ -38,7 +38,16 @@ OBS_DIM = 20
 
 class HalfCheetahTaskEnv(EzPickleWithTask, HalfCheetahEnv, abc.ABC):
     """Common body of the HalfCheetah task envs: observation, horizon, task protocol; a pickled
-    or deep-copied env keeps its task (:class:`~metabench.tasks.base.EzPickleWithTask`)."""
+    or deep-copied env keeps its task (:class:`~metabench.tasks.base.EzPickleWithTask`).
+
+    :param horizon: episode length.
+    :param action_scale: if set, the policy acts in ``[-action_scale, action_scale]``, mapped onto
+        the actuators' ``[-1, 1]`` as garage's ``normalize`` does (see
+        :class:`~metabench.tasks.base.ActionScaling`); the control cost is computed on the
+        mapped action. garage's and pytorch-maml-rl's MAML setups use 10.
+    :param kwargs: passed on to Gymnasium's ``HalfCheetahEnv`` (its control cost weight is
+        garage's, :data:`CTRL_COST_WEIGHT`).
+    """
 
     task_key: str = ""
 
@@ -171,10 +180,8 @@ class HalfCheetahVelEnv(HalfCheetahTaskEnv):
     :param velocity_range: goal velocities are drawn uniformly from it. garage uses (0, 2), the
         default; PEARL, ProMP and VariBAD use (0, 3).
     :param horizon: episode length (200 as in PEARL and garage's MAML benchmark).
-    :param action_scale: if set, the policy acts in ``[-action_scale, action_scale]``, mapped onto
-        the actuators' ``[-1, 1]`` as garage's ``normalize`` does (see
-        :class:`~metabench.tasks.base.ActionScaling`); the control cost is computed on the
-        mapped action. garage's and pytorch-maml-rl's MAML setups use 10.
+    :param kwargs: ``action_scale`` and the other arguments of :class:`HalfCheetahTaskEnv`
+        (``action_scale=10.0`` is garage's and pytorch-maml-rl's MAML setup).
 
     Example::
 
@@ -213,7 +220,7 @@ class HalfCheetahDirEnv(HalfCheetahTaskEnv):
     """Run forward (+1) or backward (-1): reward ``direction * v - 0.05 |a|^2``.
 
     :param horizon: episode length (100 as in the MAML paper and learn2learn).
-    :param action_scale: as :class:`HalfCheetahVelEnv`'s.
+    :param kwargs: ``action_scale`` and the other arguments of :class:`HalfCheetahTaskEnv`.
     """
 
     task_key = "direction"

@@ -2,7 +2,7 @@
 core, and the batched meta-test against the sequential one, side by side in one run
 (``scripts/bench_ml10.py``; shortened iterations, see there).
 
-Measured on an idle 2-core machine (README, "Speed"): RL2-PPO about 0.3 of the env-only rate,
+Measured on an idle 2-core machine (``docs/speed.md``): RL2-PPO about 0.3 of the env-only rate,
 MAML-TRPO about 0.1 with one episode per task (its TRPO step through the inner adaptation of a
 2x512 policy is most of an iteration), the batched meta-test about 1.7-2.3x the sequential one.
 The floors below guard against regressions on a shared machine. Run with ``make bench``.
@@ -37,7 +37,7 @@ def test_ml10_throughput_ratios(record_ratio):
 
 def test_metaworld_lean_step_ratio(record_ratio):
     """metabench's lean Meta-World step against Meta-World's own, env-only on every core,
-    interleaved rounds (about 1.6x on the ML10 training classes, README "Speed")."""
+    interleaved rounds (about 1.6x on the ML10 training classes, ``docs/speed.md``)."""
     from bench_ml10 import lean_step_ratio
 
     ratio = lean_step_ratio(rounds=3)

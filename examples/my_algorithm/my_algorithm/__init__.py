@@ -4,7 +4,7 @@ It meta-trains one linear policy for the whole task distribution by random searc
 weights, a random change is kept when it scores better on the same tasks. It does not adapt, so
 at best it finds the best policy that ignores the task (on PointGoal: staying near the centre,
 which NOP's zero action does from the start). What metabench needs of it is the plug-in contract
-(README, "Your own algorithm"):
+(``docs/own-algorithm.md``):
 
 - a :class:`~metabench.algos.base.MetaRLAlgorithm` that sets ``steps_per_iteration`` and
   implements ``train``, ``get_exploration_policy`` and ``adapt_policy``;

@@ -94,16 +94,15 @@ ADVANTAGE_EPS = 1e-8
 
 # -- data --------------------------------------------------------------------------------------
 class TaskData(NamedTuple):
-    """One task's episodes as loss inputs: every real step, in the batch's flat order.
-
-    :param observations: ``(M, obs_dim)``.
-    :param actions: ``(M, action_dim)``.
-    :param advantages: ``(M,)`` normalised GAE advantages (constants to the losses).
-    """
+    """One task's episodes as loss inputs: every real step (``M`` of them), in the batch's flat
+    order."""
 
     observations: torch.Tensor
+    """``(M, obs_dim)``."""
     actions: torch.Tensor
+    """``(M, action_dim)``."""
     advantages: torch.Tensor
+    """``(M,)`` normalised GAE advantages (constants to the losses)."""
 
 
 def process_episodes(
