@@ -374,7 +374,13 @@ def _plot_profile(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> 
     thresholds = np.linspace(low, high, PROFILE_POINTS)
     profiles = performance_profile(scores, thresholds, CONFIDENCE)
     named = {_seeds(name, s): profiles[name] for name, s in scores.items()}
-    fig = Figure(figsize=(PANEL_SIZE[0] * 1.5, PANEL_SIZE[1]), dpi=DPI, layout="constrained")
+    columns = 1 if max(len(name) for name in named) > 40 else 2
+    legend_rows = -(-len(named) // columns)
+    fig = Figure(
+        figsize=(PANEL_SIZE[0] * 1.5, PANEL_SIZE[1] + 0.22 * legend_rows),
+        dpi=DPI,
+        layout="constrained",
+    )
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     plot_utils.plot_performance_profiles(
@@ -395,7 +401,7 @@ def _plot_profile(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> 
         hrect=5,
     )
     ax.set_ylim(-0.05, 1.05)
-    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize="small")
+    fig.legend(loc="outside lower center", ncols=columns, fontsize="small")
     fig.suptitle(
         f"{benchmark}: performance profile over seeds (rliable)\nscore: {label}; "
         f"bands: {CONFIDENCE:.0%} stratified bootstrap over seeds (none with one seed)",
