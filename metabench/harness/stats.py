@@ -772,7 +772,8 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
     pct = f"{confidence:.0%}"
     lines = [
         f"Mean over seeds with a {pct} bootstrap confidence interval over seeds [low, high] "
-        f"(none with a single seed); IQM = interquartile mean over seeds, shown with at least "
+        f"(rliable's stratified percentile bootstrap; none with a single seed); IQM = "
+        f"interquartile mean over seeds, shown with at least "
         f"{MIN_SEEDS_FOR_IQM} seeds. Pre-adaptation: the exploration episodes; post-adaptation: "
         f"the test episodes after `adapt_policy`; gain: post minus pre. ± test tasks: half the "
         f"width of a {pct} bootstrap interval over the test tasks of one run (the meta-test's "
