@@ -284,7 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
         "table",
         help="write the results tables (Markdown, CSV) and plots from the result files",
         description="Collect every result.json below --results and write README.md (summary "
-        "with bootstrap intervals over seeds, per-run rows, failed grid cells, commands, "
+        "with bootstrap intervals over seeds, performance profiles and probabilities of "
+        "improvement between algorithms, per-run rows, failed grid cells, commands, "
         "published references), summary.csv and plots/ in --out. Only files metabench wrote "
         "there before are replaced: a file of your own, or one you edited, is refused.",
         formatter_class=DefaultsHelpFormatter,
@@ -302,7 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="One PNG per benchmark: return (and success) against episode index within "
         "the trial, one line per algorithm, with a 95% bootstrap band over seeds. Where a "
         "benchmark's task is one number (HalfCheetahVel's velocity), a second PNG: the "
-        "post-adaptation return of each test task against that number.",
+        "post-adaptation return of each test task against that number. Where a benchmark has "
+        "several algorithms, rliable's performance profile and probability of improvement "
+        "over seeds.",
         formatter_class=DefaultsHelpFormatter,
     )
     plot.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
@@ -357,7 +360,7 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
     from metabench.harness.generated import write_generated
     from metabench.harness.plots import render_plots
     from metabench.harness.run import RunError
-    from metabench.harness.stats import summarize, summary_csv
+    from metabench.harness.stats import compare, summarize, summary_csv
     from metabench.harness.tables import collect_failures, collect_results, results_markdown
 
     if out.exists() and not out.is_dir():
@@ -372,7 +375,7 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
         )
     summaries = summarize(runs)
     plots = {f"plots/{name}": png for name, png in render_plots(runs).items()}
-    page = results_markdown(results, runs, summaries, list(plots), failures)
+    page = results_markdown(results, runs, summaries, list(plots), failures, compare(runs))
     files = {"README.md": page.encode(), "summary.csv": summary_csv(summaries).encode(), **plots}
     return write_generated(out, files, option), summaries
 

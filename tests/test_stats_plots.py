@@ -21,13 +21,16 @@ from scipy import stats
 
 from metabench.evaluation import MetaTestResult, TaskResult
 from metabench.harness import plots
+from metabench.harness import stats as stats_module
 from metabench.harness.report import grid_tables
 from metabench.harness.stats import (
     MIN_SEEDS_FOR_IQM,
     bootstrap_ci,
+    bootstrap_cis,
     group_runs,
     iqm,
     per_task_success_markdown,
+    seed_intervals,
     summarize,
     summary_csv,
     summary_markdown,
@@ -483,6 +486,9 @@ def test_return_by_task_plot_only_where_the_task_is_one_number_with_many_values(
         "adaptation_Goal.png",
         "adaptation_Vel.png",
         "return_by_task_Vel.png",
+        "profile_Dir.png",  # two algorithms each, one seed: no probability of improvement
+        "profile_Goal.png",
+        "profile_Vel.png",
     ]
     image = imread(io.BytesIO(pngs["return_by_task_Vel.png"]), format="png")
     assert image.shape[:2] == (
@@ -559,3 +565,158 @@ def test_learning_curves_name_runs_by_setting_and_draw_the_published_success(
     assert {(label.split()[1].rstrip(":"), y) for y, label in lines} == published
     assert "rl2 (5e2 steps, clip_actions=true) seed 0: test" in labels
     assert "rl2 (2e3 steps, clip_actions=false) seed 0: test" in labels
+
+
+# -- rliable: intervals, IQM, performance profiles, probability of improvement -----------------
+def test_iqm_is_the_mean_of_the_middle_half_computed_by_hand() -> None:
+    values = np.random.default_rng(5).normal(size=12)
+    middle = np.sort(values)[3:9]  # 12 values: drop the 3 lowest and the 3 highest
+    assert iqm(values) == pytest.approx(float(np.mean(middle)), abs=1e-12)
+
+
+def test_seed_intervals_contain_the_estimate_and_shrink_with_more_seeds() -> None:
+    rng = np.random.default_rng(6)
+    widths = []
+    for n_seeds in (5, 80):
+        scores = rng.normal(0.0, 1.0, size=(n_seeds, 3))
+        points, low, high = seed_intervals(scores, n_resamples=2_000)
+        assert points == pytest.approx(scores.mean(axis=0))
+        assert np.all(low <= points) and np.all(points <= high)
+        widths.append(np.mean(high - low))
+    assert widths[1] < widths[0] / 2  # about sqrt(16) = 4 times narrower
+
+
+def test_intervals_are_seeded_and_leave_numpys_global_rng_alone() -> None:
+    sample = np.random.default_rng(7).exponential(size=6)
+    np.random.seed(11)
+    before = np.random.get_state()[1].copy()
+    first = bootstrap_cis({"a": sample, "b": sample[::-1]}, n_resamples=2_000)
+    assert np.array_equal(np.random.get_state()[1], before)
+    assert first == bootstrap_cis({"a": sample, "b": sample[::-1]}, n_resamples=2_000)
+    # one constant sample, one of a single seed: no bootstrap for either
+    edge = bootstrap_cis({"flat": [2.0, 2.0, 2.0], "one": [3.0]})
+    assert edge["flat"] == (2.0, 2.0, 2.0)
+    assert edge["one"].mean == 3.0 and math.isnan(edge["one"].low)
+
+
+def test_probability_of_improvement_is_the_mann_whitney_u_by_hand() -> None:
+    x, y = [1.0, 4.0, 6.0, 6.0], [2.0, 4.0, 5.0]
+    wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
+    assert wins == 7.5  # 1: none; 4: beats 2, ties 4; 6 and 6: beat all three
+    expected = wins / (len(x) * len(y))
+    assert stats_module.probability_of_improvement(x, y) == pytest.approx(expected)
+    u = stats.mannwhitneyu(x, y, alternative="greater").statistic
+    assert u / (len(x) * len(y)) == pytest.approx(expected)
+    assert stats_module.probability_of_improvement(y, x) == pytest.approx(1 - expected)
+    assert stats_module.probability_of_improvement(x, x) == 0.5
+
+
+def test_improvement_interval_brackets_the_estimate_and_needs_two_seeds_a_side() -> None:
+    x, y = [3.0, 5.0, 4.0, 6.0], [1.0, 4.5, 2.0]
+    interval = stats_module.improvement_interval(x, y, n_resamples=500)
+    assert interval.mean == stats_module.probability_of_improvement(x, y)
+    assert 0.0 <= interval.low <= interval.mean <= interval.high <= 1.0
+    one = stats_module.improvement_interval(x, [2.0])
+    assert one.mean == 1.0 and math.isnan(one.low) and math.isnan(one.high)
+
+
+def test_performance_profile_counts_the_runs_above_each_threshold() -> None:
+    scores = {"a": np.array([0.1, 0.4, 0.4, 0.9]), "b": np.array([0.5]), "c": np.ones(3)}
+    thresholds = [0.0, 0.4, 0.5, 0.95]
+    profiles = stats_module.performance_profile(scores, thresholds, n_resamples=500)
+    for name, values in scores.items():
+        counted = [sum(v > t for v in values) / len(values) for t in thresholds]
+        assert [i.mean for i in profiles[name]] == pytest.approx(counted)
+    assert [i.mean for i in profiles["a"]] == [1.0, 0.25, 0.25, 0.0]
+    # rliable's own (non-vectorised) score distribution gives the same fractions
+    from rliable import library
+
+    assert library.score_distributions(scores["a"][:, None], thresholds) == pytest.approx(
+        [1.0, 0.25, 0.25, 0.0]
+    )
+    assert all(i.low <= i.mean <= i.high for i in profiles["a"])
+    assert all(math.isnan(i.low) for i in profiles["b"])  # one seed: no interval
+    assert profiles["c"][0] == (1.0, 1.0, 1.0)  # every resample has every run above 0
+
+
+def with_returns(benchmark: str, algorithm: str, returns: list[float]) -> list[dict]:
+    return [simple_run(benchmark, algorithm, seed, r) for seed, r in enumerate(returns)]
+
+
+def test_benchmark_scores_normalise_by_nop_and_oracle_or_use_success() -> None:
+    groups = {
+        "nop": with_returns("B", "nop", [-10.0, -12.0]),
+        "oracle": with_returns("B", "oracle", [9.0, 11.0]),
+        "x": with_returns("B", "x", [-1.0, 4.0]),
+    }
+    label, scores = stats_module.benchmark_scores(groups)
+    assert "nop's mean" in label
+    assert scores["x"] == pytest.approx([(-1.0 + 11.0) / 21.0, (4.0 + 11.0) / 21.0])
+    assert np.mean(scores["nop"]) == pytest.approx(0.0)
+    assert np.mean(scores["oracle"]) == pytest.approx(1.0)
+    label, scores = stats_module.benchmark_scores({"x": groups["x"], "y": groups["nop"]})
+    assert "lowest run" in label  # no nop and oracle: 0 is the lowest run, 1 the highest
+    assert scores["y"].tolist() == [pytest.approx(2 / 16), 0.0]
+    assert scores["x"].tolist() == [pytest.approx(11 / 16), 1.0]
+    label, scores = stats_module.benchmark_scores({"rl2": success_runs("rl2", [0.25, 0.75])})
+    assert label.startswith("meta-test success") and scores["rl2"].tolist() == [0.25, 0.75]
+
+
+def test_compare_tables_label_seeds_and_leave_out_single_seeds() -> None:
+    results = [
+        *with_returns("B", "a", [1.0, 3.0, 5.0]),
+        *with_returns("B", "b", [2.0, 4.0]),
+        *with_returns("B", "c", [9.0]),
+        *with_returns("Solo", "a", [1.0, 2.0]),  # one algorithm: nothing to compare
+        *with_returns("Ones", "a", [1.0]),
+        *with_returns("Ones", "b", [2.0]),
+    ]
+    comparisons = stats_module.compare(results)
+    assert [c.benchmark for c in comparisons] == ["B", "Ones"]
+    b = comparisons[0]
+    assert b.algorithms == ("a", "b", "c") and b.n_seeds == (3, 2, 1)
+    assert b.improvement[0][1] == pytest.approx(3 / 6)  # 3 > 2; 5 > 2, 4: 3 wins of 6
+    assert b.improvement[0][2] is None and b.improvement[0][0] is None
+    page = stats_module.comparison_markdown(comparisons)
+    section_b, section_ones = page.split("### B")[1].split("### Ones")
+    assert "| a (3 seeds) | — | 0.50 |" in section_b
+    assert "| c (1 seed) |" in section_b  # in the profile, not in P(row > column)
+    assert "one seed each: c." in section_b
+    assert "not meaningful here" in section_ones and "P(row > column) |" not in section_ones
+    assert stats_module.comparison_markdown([]) == ""
+
+
+def test_comparison_plots_one_profile_per_compared_benchmark(tmp_path: Path) -> None:
+    results = [
+        *with_returns("B", "a", [1.0, 3.0, 5.0]),
+        *with_returns("B", "b", [2.0, 4.0]),
+        *with_returns("Ones", "a", [1.0]),
+        *with_returns("Ones", "b", [2.0]),
+    ]
+    profiles = plots.profile_plots(results)
+    improvements = plots.improvement_plots(results)
+    assert list(profiles) == ["profile_B.png", "profile_Ones.png"]
+    assert list(improvements) == ["improvement_B.png"]  # Ones: one seed each
+    for png in (*profiles.values(), *improvements.values()):
+        assert png[:8] == PNG_SIGNATURE
+    assert plots.profile_plots(results) == profiles  # the same bytes again
+
+
+def test_tables_are_the_same_bytes_on_every_run(tmp_path: Path, monkeypatch) -> None:
+    from metabench.cli import write_tables
+
+    monkeypatch.setattr(plots, "render_plots", lambda runs: {})  # the plots are checked above
+
+    root = tmp_path / "results"
+    for result in [*with_returns("B", "a", [1.0, 3.0, 5.0]), *with_returns("B", "b", [2.0, 4.0])]:
+        folder = root / "B" / f"{result['config']['algorithm']}-seed{result['config']['seed']}"
+        folder.mkdir(parents=True)
+        (folder / "result.json").write_text(json.dumps(result))
+    pages = []
+    for out in ("one", "two"):
+        write_tables(root, tmp_path / out, "--out")
+        pages.append(
+            [(tmp_path / out / name).read_bytes() for name in ("README.md", "summary.csv")]
+        )
+    assert pages[0] == pages[1]
+    assert "## Comparisons between algorithms" in pages[0][0].decode()

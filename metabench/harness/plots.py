@@ -1,9 +1,11 @@
 """Plots from result files (PNG, drawn with matplotlib's Agg canvas): adaptation curves,
-return by task, and learning curves from the periodic meta-tests.
+return by task, learning curves from the periodic meta-tests, and rliable's performance profiles
+and probability of improvement.
 
-No ``pyplot``: figures are plain :class:`matplotlib.figure.Figure` objects rendered by
-:class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`, so plotting never opens a window or
-touches global matplotlib state.
+No ``pyplot`` figures: figures are plain :class:`matplotlib.figure.Figure` objects rendered by
+:class:`~matplotlib.backends.backend_agg.FigureCanvasAgg`, so plotting never opens a window.
+rliable's plot functions draw on the axes they are given (its module imports ``pyplot``, which
+opens nothing).
 """
 
 from __future__ import annotations
@@ -23,14 +25,25 @@ from matplotlib.figure import Figure
 
 from metabench.evaluation import ResultVersionError, upgrade_record
 from metabench.harness.references import load_references
-from metabench.harness.stats import Result, ResultLike, bootstrap_ci, group_runs
+from metabench.harness.stats import (
+    COMPARISON_RESAMPLES,
+    Result,
+    ResultLike,
+    benchmark_scores,
+    group_runs,
+    improvement_interval,
+    performance_profile,
+    seed_intervals,
+)
 
 __all__ = [
     "DPI",
     "PANEL_SIZE",
     "adaptation_plots",
+    "improvement_plots",
     "learning_curve_plots",
     "plot_filename",
+    "profile_plots",
     "render_plots",
     "return_by_task_plots",
     "task_points",
@@ -61,14 +74,13 @@ def _curves(runs: Sequence[Result], key: str) -> np.ndarray | None:
 
 
 def _draw(ax: Axes, curves: np.ndarray, label: str, color: Any) -> None:
-    """Mean over seeds with a bootstrap band over seeds at each episode index."""
+    """Mean over seeds with a bootstrap band over seeds at each episode index (rliable's
+    stratified bootstrap, the episode indices as strata: :func:`seed_intervals`)."""
     episodes = np.arange(1, curves.shape[1] + 1)
-    intervals = [bootstrap_ci(curves[:, k], CONFIDENCE) for k in range(curves.shape[1])]
-    mean = np.array([i.mean for i in intervals])
+    mean = np.mean(curves, axis=0)
     ax.plot(episodes, mean, marker="o", markersize=4, color=color, label=label)
     if curves.shape[0] > 1:
-        low = np.array([i.low for i in intervals])
-        high = np.array([i.high for i in intervals])
+        _, low, high = seed_intervals(curves, confidence=CONFIDENCE)
         ax.fill_between(episodes, low, high, color=color, alpha=0.2, linewidth=0)
 
 
@@ -333,14 +345,155 @@ def learning_curve_plots(runs: Iterable[tuple[Path, Result]]) -> dict[str, bytes
     }
 
 
+def _by_benchmark(results: Iterable[ResultLike]) -> dict[str, dict[str, list[Result]]]:
+    by_benchmark: dict[str, dict[str, list[Result]]] = {}
+    for (benchmark, algorithm), runs in group_runs(results).items():
+        by_benchmark.setdefault(benchmark, {})[algorithm] = runs
+    return dict(sorted(by_benchmark.items()))
+
+
+def _seeds(name: str, scores: np.ndarray) -> str:
+    return f"{name} ({scores.size} seed{'s' if scores.size > 1 else ''})"
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=DPI)
+    return buffer.getvalue()
+
+
+PROFILE_POINTS = 201
+"""Thresholds at which a performance profile plot evaluates each algorithm's profile."""
+
+
+def _plot_profile(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> bytes:
+    from rliable import plot_utils
+
+    every = np.concatenate(list(scores.values()))
+    low, high = min(0.0, float(every.min())), max(1.0, float(every.max()))
+    thresholds = np.linspace(low, high, PROFILE_POINTS)
+    profiles = performance_profile(scores, thresholds, CONFIDENCE)
+    named = {_seeds(name, s): profiles[name] for name, s in scores.items()}
+    columns = 1 if max(len(name) for name in named) > 40 else 2
+    legend_rows = -(-len(named) // columns)
+    fig = Figure(
+        figsize=(PANEL_SIZE[0] * 1.5, PANEL_SIZE[1] + 0.22 * legend_rows),
+        dpi=DPI,
+        layout="constrained",
+    )
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    plot_utils.plot_performance_profiles(
+        {name: np.array([i.mean for i in profile]) for name, profile in named.items()},
+        thresholds,
+        performance_profile_cis={
+            name: np.array([[i.low for i in profile], [i.high for i in profile]])
+            for (name, profile), s in zip(named.items(), scores.values(), strict=True)
+            if s.size > 1
+        },
+        ax=ax,
+        colors={name: f"C{i}" for i, name in enumerate(named)},
+        xlabel=r"threshold $\tau$ of the score",
+        ylabel=r"fraction of runs with score $> \tau$",
+        labelsize="medium",
+        ticklabelsize="small",
+        wrect=5,
+        hrect=5,
+    )
+    ax.set_ylim(-0.05, 1.05)
+    fig.legend(loc="outside lower center", ncols=columns, fontsize="small")
+    fig.suptitle(
+        f"{benchmark}: performance profile over seeds (rliable)\nscore: {label}; "
+        f"bands: {CONFIDENCE:.0%} stratified bootstrap over seeds (none with one seed)",
+        fontsize="small",
+    )
+    return _png(fig)
+
+
+def profile_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
+    """Per benchmark with at least two algorithms, a PNG ``profile_<benchmark>.png``: rliable's
+    performance profile of each algorithm (the fraction of its runs whose score is above a
+    threshold, against the threshold) with a 95% stratified bootstrap band over seeds. The score
+    is :func:`~metabench.harness.stats.benchmark_scores`' (success, or normalised return), named
+    in the title. Sorted by benchmark."""
+    plots = {}
+    for benchmark, groups in _by_benchmark(results).items():
+        label, scores = benchmark_scores(groups)
+        if len(scores) >= 2:
+            name = plot_filename(benchmark).replace("adaptation_", "profile_", 1)
+            plots[name] = _plot_profile(benchmark, label, scores)
+    return plots
+
+
+PAIR_SEPARATOR = "\t"
+"""Joins the two algorithms of a pair for rliable's plot (a tab: no algorithm's name has one)."""
+
+
+def _plot_improvement(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> bytes:
+    from rliable import plot_utils
+
+    ranked = sorted(scores, key=lambda name: -float(np.mean(scores[name])))
+    pairs = list(itertools.pairwise(ranked))[::-1]  # rliable draws the first pair lowest
+    intervals = {
+        PAIR_SEPARATOR.join((_seeds(x, scores[x]), _seeds(y, scores[y]))): improvement_interval(
+            scores[x], scores[y], CONFIDENCE, COMPARISON_RESAMPLES
+        )
+        for x, y in pairs
+    }
+    height = max(PANEL_SIZE[1] / 2, 0.5 * len(pairs) + 2.0)
+    fig = Figure(figsize=(PANEL_SIZE[0] * 1.5, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.subplots()
+    plot_utils.plot_probability_of_improvement(
+        {pair: interval.mean for pair, interval in intervals.items()},
+        {pair: np.array([i.low, i.high]) for pair, i in intervals.items()},
+        pair_separator=PAIR_SEPARATOR,
+        ax=ax,
+        colors=[f"C{i}" for i in range(len(pairs))],
+        xticks=[0.0, 0.25, 0.5, 0.75, 1.0],
+        xlabel="P(X > Y)",
+        left_ylabel="X",
+        right_ylabel="Y",
+        labelsize="medium",
+        ticklabelsize="small",
+    )
+    ax.set_xlim(0.0, 1.0)
+    fig.suptitle(
+        f"{benchmark}: probability of improvement over seeds (rliable) of each algorithm X "
+        f"over the algorithm Y ranked next below it by mean score\nscore: {label}\nbar: "
+        f"{CONFIDENCE:.0%} bootstrap interval over the seeds of X and of Y; line: the estimate",
+        fontsize="small",
+    )
+    return _png(fig)
+
+
+def improvement_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
+    """Per benchmark with at least two algorithms of at least 2 seeds each, a PNG
+    ``improvement_<benchmark>.png``: rliable's probability of improvement P(X > Y) with its
+    bootstrap interval, for each such algorithm X and the one ranked next below it by mean score.
+    Algorithms with one seed are left out (with one seed on a side the probability is 0, 0.5 or
+    1). Sorted by benchmark."""
+    plots = {}
+    for benchmark, groups in _by_benchmark(results).items():
+        label, scores = benchmark_scores(groups)
+        several = {name: s for name, s in scores.items() if s.size >= 2}
+        if len(several) >= 2:
+            name = plot_filename(benchmark).replace("adaptation_", "improvement_", 1)
+            plots[name] = _plot_improvement(benchmark, label, several)
+    return plots
+
+
 def render_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     """Every plot of ``results`` by file name: the adaptation curves, the return-by-task plots,
-    then the learning curves of results given with their paths (write them with
+    the performance profiles, the probabilities of improvement, then the learning curves of
+    results given with their paths (write them with
     :func:`metabench.harness.generated.write_generated`)."""
     results = list(results)
     with_paths = [item for item in results if isinstance(item, tuple)]
     return {
         **adaptation_plots(results),
         **return_by_task_plots(results),
+        **profile_plots(results),
+        **improvement_plots(results),
         **learning_curve_plots(with_paths),
     }

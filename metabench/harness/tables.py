@@ -16,7 +16,9 @@ from metabench.harness.resultfile import (  # noqa: F401 - the result file's nam
     read_result,
 )
 from metabench.harness.stats import (
+    Comparison,
     Summary,
+    comparison_markdown,
     episode_success_rate,
     format_number,
     per_task_success_markdown,
@@ -48,10 +50,13 @@ def results_markdown(
     summaries: list[Summary],
     figures: Sequence[str] = (),
     failures: Sequence[tuple[Path, dict[str, Any]]] = (),
+    comparisons: Sequence[Comparison] = (),
 ) -> str:
     """A Markdown page of the ``runs`` below ``root`` (from :func:`collect_results`) and their
-    ``summaries``: the ``figures`` (image paths relative to the page), one row per run, the
-    ``failures`` (from :func:`collect_failures`), then the published settings and numbers."""
+    ``summaries``: the ``comparisons`` between algorithms (from
+    :func:`~metabench.harness.stats.compare`), the ``figures`` (image paths relative to the
+    page), one row per run, the ``failures`` (from :func:`collect_failures`), then the published
+    settings and numbers."""
     lines = [
         "# Results",
         "",
@@ -64,6 +69,8 @@ def results_markdown(
         "",
         summary_markdown(summaries),
     ]
+    if comparisons:
+        lines += ["## Comparisons between algorithms", "", comparison_markdown(comparisons)]
     if figures:
         lines += ["## Plots", ""]
         lines += [f"![{Path(figure).stem}]({figure})" for figure in figures]
