@@ -81,7 +81,7 @@ def test_the_calibration_file_keeps_each_measurement_and_refuses_a_foreign_file(
     cache.put("abc", "PointGoal nop", TIMES)
     reread = CalibrationCache(path)
     assert reread.get("abc") == TIMES and reread.get("other") is None
-    assert reread.measured_at("abc") is not None
+    assert reread.entries["abc"]["label"] == "PointGoal nop"
     path.write_text(json.dumps({"something": "else"}))
     with pytest.raises(ValueError, match=r"not a metabench calibration file.*delete it"):
         CalibrationCache(path)

@@ -104,10 +104,6 @@ class CalibrationCache:
         entry = self.entries.get(key)
         return None if entry is None else CellTimes(**entry["times"])
 
-    def measured_at(self, key: str) -> str | None:
-        entry = self.entries.get(key)
-        return None if entry is None else str(entry["measured_at"])
-
     def put(self, key: str, label: str, times: CellTimes) -> None:
         self.entries[key] = {
             "label": label,
