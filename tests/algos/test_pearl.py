@@ -13,6 +13,7 @@ import pytest
 import torch
 from scipy.stats import norm
 
+from metabench.algos.nop import NOP
 from metabench.algos.pearl import (
     PEARL,
     ContextEncoder,
@@ -401,3 +402,32 @@ def test_resume_from_a_checkpoint_is_bit_identical_and_its_size_is_bounded(tmp_p
     assert abs(run.checkpoint_path.stat().st_size - size - grown * 24) < 1000
     with pytest.raises(ValueError, match="different PEARLConfig"):
         tiny(seed=4, kl_lambda=0.5).load_state_dict(state["algorithm"])
+
+
+# -- learning -------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_pearl_adapts_on_point_goal():
+    """PointGoal's 2-D navigation (episodes of 20 steps), 30 iterations of small networks: on 20
+    held-out goals, the test episodes (z from the posterior of 2 exploration episodes) beat the
+    first exploration episode (z from the prior) and NOP (standing still). Settings are PEARL's
+    with a shorter credit horizon (discount 0.9), reward scale 10, learning rates 1e-3 and
+    sampled actions, for a learner that fits in a few minutes of one core."""
+    config = PEARLConfig(
+        n_train_tasks=20, latent_size=2, hidden_sizes=(32, 32), encoder_hidden_sizes=(32, 32),
+        meta_batch_size=8, num_initial_steps=40, num_tasks_sample=5, num_steps_prior=20,
+        num_extra_rl_steps_posterior=40, num_train_steps_per_itr=400, batch_size=32,
+        embedding_batch_size=20, reward_scale=10.0, discount=0.9, policy_lr=1e-3, qf_lr=1e-3,
+        vf_lr=1e-3, context_lr=1e-3, deterministic_eval=False,
+    )  # fmt: skip
+    algo = PEARL(PointGoalEnv, config=config, seed=0)
+    algo.train(30)
+    tasks = PointGoalEnv().sample_tasks(20, np.random.default_rng(123))
+    evaluator = MetaEvaluator(PointGoalEnv, tasks, exploration_episodes=2, test_episodes=2)
+    with algo.evaluation_streams(1):
+        result = evaluator.evaluate(algo)
+    nop = evaluator.evaluate(NOP(PointGoalEnv().action_space)).test_return
+    per_episode = result.to_dict()["aggregate"]["return_per_episode"]
+    pre, post = per_episode[0], result.test_return
+    print(f"pearl per episode {np.round(per_episode, 2).tolist()}; nop {nop:.2f}")
+    assert post > pre + 0.5
+    assert post > nop + 0.3

@@ -481,7 +481,8 @@ class PEARL(MetaRLAlgorithm):
 
 
 class _Record:
-    """Returns and successes of one iteration's training episodes, by where ``z`` came from."""
+    """Returns and successes of one iteration's training episodes, by where ``z`` came from:
+    the prior (the prior phase, and the first episode of each posterior phase) or a posterior."""
 
     def __init__(self) -> None:
         self.returns: dict[bool, list[float]] = {False: [], True: []}
