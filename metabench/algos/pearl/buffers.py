@@ -13,6 +13,8 @@ Size on disk: a checkpoint holds each buffer's filled rows only, ``4 * (2 * obs_
 float32): 192 bytes on HalfCheetah (20 + 20 + 6 + 2 floats), 328 on Meta-World (39-float
 observations, 4-float actions). The RL buffers hold at most every transition collected, and at
 most ``replay_buffer_size`` per task; the encoder buffers at most one collection round per task.
+On HalfCheetahVel at oyster's budget (2.7e6 steps, 100 tasks of 2000 initial steps) a checkpoint
+ends at about 0.56 GB: 0.52 GB of RL buffers and at most 0.04 GB of encoder buffers.
 """
 
 from __future__ import annotations
