@@ -500,7 +500,8 @@ class _Record:
         }
         for from_posterior, name in ((False, "prior"), (True, "posterior")):
             values = self.returns[from_posterior]
-            stats[f"metatrain/{name}_return"] = float(np.mean(values)) if values else math.nan
+            if values:  # none from a posterior when each posterior phase is one episode long
+                stats[f"metatrain/{name}_return"] = float(np.mean(values))
         return stats
 
 
