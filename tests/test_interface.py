@@ -15,6 +15,21 @@ SMALL = {
     "maml-trpo": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
     "maml-ppo": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
     "maml-vpg": ("PointGoal", {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}),
+    "pearl": (
+        "PointGoal",
+        {
+            "n_train_tasks": 2,
+            "num_initial_steps": 100,
+            "num_tasks_sample": 1,
+            "num_steps_prior": 100,
+            "num_extra_rl_steps_posterior": 100,
+            "num_train_steps_per_itr": 2,
+            "hidden_sizes": [8],
+            "encoder_hidden_sizes": [8],
+            "batch_size": 8,
+            "embedding_batch_size": 8,
+        },
+    ),
     "nop": ("Bandit", {}),
     "cem": ("HalfCheetahVel", {}),
     "cmaes": ("HalfCheetahVel", {}),
@@ -42,6 +57,9 @@ def test_train_returns_numbers_keyed_metatrain(name):
         assert returns and all(math.isfinite(value) for value in returns)
     elif name.startswith("maml-"):
         assert stats["metatrain/post_update_return"] == algo.history[-1].post_update_return
+    elif name == "pearl":
+        assert stats["metatrain/env_steps"] == algo.env_steps == 400  # 200 initial, 200 own
+        assert {"metatrain/qf_loss", "metatrain/kl_divergence"} <= set(stats)
     else:
         assert stats == {}  # nothing is meta-trained
     if hasattr(algo, "close"):

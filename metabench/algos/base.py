@@ -102,7 +102,11 @@ class MetaRLAlgorithm(abc.ABC):
             trials; RL2-TRPO adds its last step's ``metatrain/trpo_*``);
             ``metatrain/pre_update_return``, ``metatrain/post_update_return``,
             ``metatrain/trpo_*`` (``metatrain/adam_*`` with an Adam outer step),
-            ``metatrain/time_*`` and ``metatrain/env_steps`` (MAML-TRPO, MAML-PPO, MAML-VPG).
+            ``metatrain/time_*`` and ``metatrain/env_steps`` (MAML-TRPO, MAML-PPO, MAML-VPG);
+            ``metatrain/average_return``, ``metatrain/success_rate``, ``metatrain/prior_return``
+            and ``metatrain/posterior_return`` (training episodes by where z came from),
+            ``metatrain/qf_loss``, ``vf_loss``, ``policy_loss``, ``kl_divergence``,
+            ``z_variance`` and ``metatrain/env_steps`` (PEARL, its initial collection included).
         """
 
     @abc.abstractmethod

@@ -1,0 +1,433 @@
+"""PEARL: the encoder's posterior and KL term, the SAC losses by hand, the sampling schedule, the
+meta-test posterior (exploration episodes only: garage PR #1374's bug), exact resume with
+bounded checkpoints, and (slow) adaptation on PointGoal."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from scipy.stats import norm
+
+from metabench.algos.nop import NOP
+from metabench.algos.pearl import (
+    PEARL,
+    ContextEncoder,
+    PEARLConfig,
+    Transitions,
+    bytes_per_transition,
+    episode_context,
+    kl_from_prior,
+    pearl_env,
+    policy_loss,
+    product_of_gaussians,
+    q_loss,
+    q_target,
+    sample_latent,
+    v_loss,
+)
+from metabench.algos.pearl.networks import make_actor, sample_actions
+from metabench.data import EpisodeBatch, EpisodeRecorder
+from metabench.evaluation import MetaEvaluator
+from metabench.harness.run import RunDirectory
+from metabench.tasks.toy import PointGoalEnv
+from metabench.wrappers import Trial
+
+TINY: dict[str, Any] = {
+    "n_train_tasks": 3,
+    "latent_size": 2,
+    "hidden_sizes": (16, 16),
+    "encoder_hidden_sizes": (16,),
+    "meta_batch_size": 2,
+    "num_initial_steps": 20,
+    "num_tasks_sample": 2,
+    "num_steps_prior": 20,
+    "num_extra_rl_steps_posterior": 20,
+    "num_train_steps_per_itr": 3,
+    "batch_size": 8,
+    "embedding_batch_size": 6,
+}
+"""PointGoal (episodes of 20 steps): one episode per phase, a few gradient steps."""
+
+
+def tiny(seed: int = 0, **overrides: Any) -> PEARL:
+    return PEARL(PointGoalEnv, config=PEARLConfig(**{**TINY, **overrides}), seed=seed)
+
+
+def numpy_mlp(module: torch.nn.Module, x: np.ndarray) -> np.ndarray:
+    """A ReLU MLP (Linear layers in order, ReLU between them) evaluated in NumPy."""
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    for i, layer in enumerate(linears):
+        x = x @ layer.weight.detach().numpy().T.astype(np.float64) + layer.bias.detach().numpy()
+        if i < len(linears) - 1:
+            x = np.maximum(x, 0.0)
+    return x
+
+
+def rollout(algo: PEARL, goal: list[float], episodes: int) -> tuple[EpisodeBatch, list[Any]]:
+    """``episodes`` exploration episodes of one PointGoal task through PEARL's ``wrap_env``, as
+    the meta-test runs them; the batch and the policy's belief at each episode's first step."""
+    env = pearl_env(Trial(PointGoalEnv(), episodes_per_trial=episodes))
+    env.unwrapped.set_task({"goal": goal})
+    obs, _ = env.reset(seed=0)
+    policy = algo.get_exploration_policy()
+    recorded, beliefs = [], []
+    for _ in range(episodes):
+        policy.reset()
+        recorder = EpisodeRecorder()
+        while True:
+            action = policy.get_action(obs)
+            if not recorder.rewards:
+                rows = policy.policies  # type: ignore[attr-defined]
+                beliefs.append((rows.means[0].clone(), rows.variances[0].clone()))
+            obs_next, reward, terminated, truncated, info = env.step(action)
+            ended = bool(terminated or truncated or info.get("episode_end"))
+            recorder.record(obs, action, float(reward), ended=ended, terminated=False)
+            obs = obs_next
+            if ended:
+                break
+        recorded.append(recorder.path())
+    return EpisodeBatch.from_list(recorded), beliefs
+
+
+# -- the encoder ----------------------------------------------------------------------------------
+def test_posterior_is_the_normalised_product_of_one_gaussian_per_transition():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        encoder = ContextEncoder(input_dim=5, latent_size=3, hidden_sizes=(8, 8))
+    context = np.random.default_rng(0).normal(size=(2, 7, 5)).astype(np.float32)
+    mean, variance = encoder(torch.as_tensor(context))
+
+    # the factors in NumPy: an MLP, the second half through a softplus
+    out = numpy_mlp(encoder, context.astype(np.float64))
+    mus, variances = out[..., :3], np.log1p(np.exp(out[..., 3:]))
+    # the product of the densities, up to normalisation, is a Gaussian: its log-density differs
+    # from the sum of the factors' log-densities by a constant in z
+    zs = np.linspace(-3.0, 3.0, 13)
+    for task in range(2):
+        for dim in range(3):
+            m, v = float(mean[task, dim].detach()), float(variance[task, dim].detach())
+            factors = norm.logpdf(zs[:, None], mus[task, :, dim], np.sqrt(variances[task, :, dim]))
+            gap = factors.sum(axis=1) - norm.logpdf(zs, m, np.sqrt(v))
+            np.testing.assert_allclose(gap, gap[0], atol=1e-3)
+    np.testing.assert_allclose(variance.detach(), 1.0 / (1.0 / variances).sum(axis=1), rtol=1e-5)
+
+    # permutation-invariant, and sharper with every transition
+    shuffled = context[:, np.random.default_rng(1).permutation(7)]
+    again, _ = encoder(torch.as_tensor(shuffled))
+    np.testing.assert_allclose(again.detach(), mean.detach(), rtol=1e-5, atol=1e-6)
+    prefixes = [encoder(torch.as_tensor(context[:, :k]))[1].detach() for k in range(1, 8)]
+    assert all((later < earlier).all() for earlier, later in itertools.pairwise(prefixes))
+
+
+def test_product_of_gaussians_clamps_a_factor_of_zero_variance():
+    mean, variance = product_of_gaussians(
+        torch.tensor([[1.0], [5.0]]), torch.tensor([[0.0], [1.0]])
+    )
+    assert variance.item() == pytest.approx(1e-7, rel=1e-6)
+    assert mean.item() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_kl_term_is_the_sum_over_tasks_and_dimensions_of_the_gaussian_kl():
+    rng = np.random.default_rng(0)
+    means = torch.as_tensor(rng.normal(size=(4, 3)))
+    variances = torch.as_tensor(rng.uniform(0.05, 3.0, size=(4, 3)))
+    posterior = torch.distributions.Normal(means, variances.sqrt())
+    prior = torch.distributions.Normal(torch.zeros(3), torch.ones(3))
+    expected = torch.distributions.kl_divergence(posterior, prior).sum()
+    assert kl_from_prior(means, variances).item() == pytest.approx(expected.item(), rel=1e-10)
+    assert kl_from_prior(torch.zeros(2, 3), torch.ones(2, 3)).item() == 0.0
+
+
+def test_z_is_a_reparameterised_sample_of_the_posterior():
+    generator = torch.Generator().manual_seed(3)
+    means = torch.tensor([[0.5, -1.0]], requires_grad=True)
+    variances = torch.tensor([[4.0, 0.25]], requires_grad=True)
+    z = sample_latent(means, variances, generator)
+    noise = torch.randn((1, 2), generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(z.detach(), means.detach() + variances.detach().sqrt() * noise)
+    z.sum().backward()  # gradients reach the encoder's outputs
+    assert means.grad is not None and variances.grad is not None
+
+
+# -- SAC ------------------------------------------------------------------------------------------
+def test_q_v_and_policy_losses_match_a_hand_computation():
+    rewards = np.array([[1.0], [-2.0], [0.5]])
+    dones = np.array([[0.0], [1.0], [0.0]])
+    next_values = np.array([[10.0], [20.0], [-4.0]])
+    q1, q2 = np.array([[13.0], [-9.0], [0.0]]), np.array([[15.0], [-12.0], [-1.1]])
+    scale, discount = 5.0, 0.9
+    target = np.array([[5.0 + 0.9 * 10.0], [-10.0], [2.5 + 0.9 * -4.0]])  # no bootstrap at a done
+    t = {
+        name: torch.tensor(value)
+        for name, value in locals().items()
+        if isinstance(value, np.ndarray)
+    }
+    got = q_target(t["rewards"], t["dones"], t["next_values"], scale, discount)
+    np.testing.assert_allclose(got, target)
+    expected_q = np.mean((q1 - target) ** 2) + np.mean((q2 - target) ** 2)
+    assert q_loss((t["q1"], t["q2"]), got).item() == pytest.approx(expected_q)
+
+    values = np.array([[1.0], [2.0], [3.0]])
+    log_prob = np.array([[-0.5], [0.2], [1.0]])
+    min_q_new = np.minimum(q1, q2)
+    values_t = torch.tensor(values, requires_grad=True)
+    loss = v_loss(values_t, torch.tensor(min_q_new), torch.tensor(log_prob))
+    assert loss.item() == pytest.approx(np.mean((values - (min_q_new - log_prob)) ** 2))
+
+    mean = np.array([[0.3, -0.1], [1.0, 0.0], [0.0, 2.0]])
+    log_std = np.array([[-1.0, 0.5], [0.0, 0.0], [2.0, -3.0]])
+    expected = np.mean(log_prob - min_q_new) + 1e-3 * np.mean(mean**2) + 2e-3 * np.mean(log_std**2)
+    got_policy = policy_loss(
+        torch.tensor(log_prob), torch.tensor(min_q_new), torch.tensor(mean),
+        torch.tensor(log_std), 1e-3, 2e-3,
+    )  # fmt: skip
+    assert got_policy.item() == pytest.approx(expected)
+
+
+def test_policy_log_probability_is_the_tanh_squashed_gaussian_density():
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(1)
+        actor = make_actor(obs_dim=3, latent_size=2, action_dim=2, hidden_sizes=(8,))
+    inputs = torch.as_tensor(np.random.default_rng(2).normal(size=(5, 5)), dtype=torch.float32)
+    sample = sample_actions(actor, inputs, torch.Generator().manual_seed(4))
+    noise = torch.randn((5, 2), generator=torch.Generator().manual_seed(4)).numpy()
+    mean, log_std = sample.mean.detach().numpy(), sample.log_std.detach().numpy()
+    pre_tanh = mean + np.exp(log_std) * noise
+    np.testing.assert_allclose(sample.actions.detach(), np.tanh(pre_tanh), rtol=1e-5)
+    density = norm.logpdf(pre_tanh, mean, np.exp(log_std)) - np.log(
+        1 - np.tanh(pre_tanh) ** 2 + 1e-6
+    )
+    np.testing.assert_allclose(
+        sample.log_prob.detach(), density.sum(axis=1, keepdims=True), rtol=1e-4
+    )
+
+
+def test_gradient_step_losses_are_those_of_its_sampled_batch():
+    """Recompute one gradient step's losses from the networks before it (the policy and V
+    against the Q-functions just updated, as oyster), and check V's target network moved by
+    Polyak averaging."""
+    algo = tiny()
+    algo.train(1)
+    config = algo.config
+    names = ("encoder", "policy", "critic", "value")
+    before = {name: copy.deepcopy(getattr(algo, name)) for name in names}
+    target_before = copy.deepcopy(algo.value_target)
+    rng_state, torch_state = (
+        copy.deepcopy(algo._rng.bit_generator.state),
+        algo._generator.get_state(),
+    )
+    indices = [2, 0]
+    losses = algo.gradient_step(indices, record=True)
+
+    algo._rng.bit_generator.state = rng_state  # replay the step's draws
+    generator = torch.Generator()
+    generator.set_state(torch_state)
+    context, batch = algo._context(indices), algo._rl_batch(indices)
+    obs, actions, rewards, next_obs, dones = (torch.as_tensor(a) for a in batch)
+    with torch.no_grad():
+        means, variances = before["encoder"](context)
+        z = sample_latent(means, variances, generator).repeat_interleave(config.batch_size, 0)
+        new = sample_actions(before["policy"], torch.cat([obs, z], 1), generator)
+        next_v = target_before(torch.cat([next_obs, z], 1))
+        target = q_target(rewards[:, None], dones[:, None], next_v, config.reward_scale, 0.99)
+        q_values = before["critic"](torch.cat([obs, z], 1), actions)
+        min_q = torch.min(*algo.critic(torch.cat([obs, z], 1), new.actions))
+        values = before["value"](torch.cat([obs, z], 1))
+    assert losses["qf_loss"] == pytest.approx(q_loss(q_values, target).item(), rel=1e-5)
+    assert losses["kl_divergence"] == pytest.approx(
+        kl_from_prior(means, variances).item(), rel=1e-5
+    )
+    assert losses["vf_loss"] == pytest.approx(v_loss(values, min_q, new.log_prob).item(), rel=1e-5)
+    expected_policy = policy_loss(new.log_prob, min_q, new.mean, new.log_std, 1e-3, 1e-3)
+    assert losses["policy_loss"] == pytest.approx(expected_policy.item(), rel=1e-5)
+    tau = config.soft_target_tau
+    for old, moved, value in zip(
+        target_before.parameters(),
+        algo.value_target.parameters(),
+        algo.value.parameters(),
+        strict=True,
+    ):
+        torch.testing.assert_close(moved, (1 - tau) * old + tau * value)
+
+
+# -- the sampling schedule ------------------------------------------------------------------------
+def test_iterations_follow_oysters_sampling_schedule():
+    algo = tiny(n_train_tasks=1, num_tasks_sample=1, num_extra_rl_steps_posterior=40)
+    assert algo.steps_per_iteration == 60 and algo.initial_steps == 20
+    stats = algo.train(1)
+    # initial 20, prior 20, extra posterior 40: the RL buffer holds them all, the encoder
+    # buffer (emptied before the task collected again) the prior steps only
+    rl, encoder = algo.rl_buffers[0], algo.encoder_buffers[0]
+    assert len(rl) == 80 and len(encoder) == 20
+    np.testing.assert_array_equal(encoder.observations[:20], rl.observations[20:40])
+    assert stats["metatrain/env_steps"] == 80 == algo.initial_steps + algo.steps_per_iteration
+    # a posterior phase starts from the prior: of its two episodes, the second samples z from
+    # the posterior of the encoder buffer
+    assert np.isfinite([stats["metatrain/prior_return"], stats["metatrain/posterior_return"]]).all()
+    stats = algo.train(1)  # no initial collection this time
+    assert stats["metatrain/env_steps"] == 140 and len(rl) == 140 and len(encoder) == 20
+
+
+def test_buffers_keep_their_capacity_and_drop_the_oldest():
+    algo = tiny(replay_buffer_size=30)
+    buffer = algo.rl_buffers[0]
+    batch = Transitions(*(np.arange(25 * k, dtype=np.float32).reshape(25, k) for k in (2, 2)),
+                        np.arange(25, dtype=np.float32), np.zeros((25, 2), np.float32),
+                        np.zeros(25, np.float32))  # fmt: skip
+    buffer.add_transitions(batch)
+    buffer.add_transitions(batch)
+    assert len(buffer) == 30 and buffer.pos == 20
+    kept = sorted(buffer.rewards[:, 0].tolist())
+    assert kept == sorted(list(range(20, 25)) + list(range(25)))  # the first 20 were dropped
+    assert algo.encoder_buffer_capacity == 30  # min(capacity, 20 + one episode)
+
+
+# -- meta-test ------------------------------------------------------------------------------------
+def test_adapted_posterior_comes_from_the_exploration_episodes_only():
+    """garage PR #1374: adapt_policy built its context from the replay buffer. Here buffers
+    full of other tasks' transitions leave the adapted posterior as it was."""
+    algo = tiny()
+    algo.train(1)
+    episodes, _ = rollout(algo, [0.3, -0.2], episodes=2)
+    expected = algo.encoder(torch.as_tensor(episode_context(episodes, obs_dim=2)))
+    # the context, assembled by hand: observation (the reward column dropped), action, reward
+    by_hand = np.concatenate(
+        [episodes.observations[:, :2], episodes.actions, episodes.rewards[:, None]], axis=1
+    )
+    np.testing.assert_array_equal(episode_context(episodes, 2), by_hand.astype(np.float32))
+
+    def adapted_belief() -> tuple[torch.Tensor, torch.Tensor]:
+        adapted = algo.adapt_policy(algo.get_exploration_policy(), episodes)
+        return adapted.policies.means[0], adapted.policies.variances[0]  # type: ignore[attr-defined]
+
+    first = adapted_belief()
+    far = Transitions(
+        np.full((40, 2), 3.0, np.float32), np.ones((40, 2), np.float32),
+        np.full(40, -9.0, np.float32), np.full((40, 2), 3.1, np.float32), np.zeros(40, np.float32),
+    )  # fmt: skip
+    for buffer in algo.rl_buffers + algo.encoder_buffers:
+        buffer.add_transitions(far)
+    second = adapted_belief()
+    for got, want in zip(second, expected, strict=True):
+        torch.testing.assert_close(got, want.detach(), rtol=0, atol=0)
+    for got, want in zip(first, second, strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    # the buffer's context would have given another posterior: the check can fail
+    from_buffer = algo.encoder(algo._context([0]))[0][0]
+    assert not torch.allclose(from_buffer, second[0])
+    other, _ = rollout(algo, [-0.4, 0.4], episodes=2)
+    assert not torch.equal(
+        algo.adapt_policy(algo.get_exploration_policy(), other).policies.means[0], second[0]
+    )  # type: ignore[attr-defined]
+
+
+def test_exploration_draws_z_from_the_prior_then_from_the_posterior_so_far():
+    algo = tiny(exploration_prior_episodes=2)
+    algo.train(1)
+    episodes, beliefs = rollout(algo, [0.2, 0.4], episodes=4)
+    for mean, variance in beliefs[:2]:
+        assert torch.equal(mean, torch.zeros(2)) and torch.equal(variance, torch.ones(2))
+    parts = episodes.split()
+    for k in (2, 3):  # episode k + 1 starts from the posterior of episodes 1..k
+        prefix = EpisodeBatch.concatenate(*parts[:k])
+        mean, variance = algo.encoder(torch.as_tensor(episode_context(prefix, obs_dim=2)))
+        torch.testing.assert_close(beliefs[k][0], mean.detach())
+        torch.testing.assert_close(beliefs[k][1], variance.detach())
+    assert (beliefs[3][1] < beliefs[2][1]).all()  # sharper with more context
+
+
+def test_batched_meta_test_of_one_task_is_the_sequential_one():
+    algo = tiny()
+    algo.train(1)
+    evaluator = MetaEvaluator(PointGoalEnv, [{"goal": [0.1, 0.3]}], 3, 2)
+    with algo.evaluation_streams(5):
+        sequential = evaluator.evaluate(algo)
+    with algo.evaluation_streams(5):
+        batched = evaluator.evaluate(algo, workers=1)
+    returns = [r.tasks[0].episode_returns for r in (sequential, batched)]
+    assert returns[0] == returns[1]
+    with algo.evaluation_streams(6):  # z is drawn: another stream, other episodes
+        assert evaluator.evaluate(algo).tasks[0].episode_returns != returns[0]
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+def everything(algo: PEARL) -> list[torch.Tensor]:
+    tensors = [t for name in ("encoder", "policy", "critic", "value", "value_target")
+               for t in getattr(algo, name).state_dict().values()]  # fmt: skip
+    for optimizer in algo.optimizers.values():
+        for state in optimizer.state_dict()["state"].values():
+            tensors += [v for v in state.values() if isinstance(v, torch.Tensor)]
+    for buffer in algo.rl_buffers + algo.encoder_buffers:
+        tensors += list(buffer.state_dict().values())[2:]
+    return tensors
+
+
+def test_resume_from_a_checkpoint_is_bit_identical_and_its_size_is_bounded(tmp_path):
+    straight = tiny(seed=4)
+    straight.train(2)
+    first = tiny(seed=4)
+    first.train(1)
+    run = RunDirectory(tmp_path)
+    run.save_checkpoint({"iteration": 1, "algorithm": first.state_dict()})
+    state = run.load_checkpoint()  # weights_only: tensors and plain values only
+    assert state is not None
+    resumed = tiny(seed=4)
+    resumed.load_state_dict(state["algorithm"])
+    resumed_stats = resumed.train(1)
+    first_stats = first.train(1)
+    assert resumed_stats == first_stats and resumed.env_steps == straight.env_steps
+    for a, b in zip(everything(straight), everything(resumed), strict=True):
+        assert torch.equal(a, b)
+
+    # on disk: the filled buffer rows at 24 bytes each (2 + 2 + 2 floats and 2 flags), the
+    # networks and Adam's two moments, and little else. The RL buffers hold every step
+    # collected (140), the encoder buffers at most one round each (20, here the initial steps)
+    saved = state["algorithm"]
+    stored = sum(len(b["rewards"]) for b in saved["rl_buffers"] + saved["encoder_buffers"])
+    assert stored == saved["env_steps"] + 3 * 20 == 140 + 60
+    buffer_bytes = stored * bytes_per_transition(obs_dim=2, action_dim=2)
+    parameters = sum(p.numel() * 4 for n in ("encoder", "policy", "critic", "value")
+                     for p in getattr(first, n).parameters())  # fmt: skip
+    size = run.checkpoint_path.stat().st_size
+    assert buffer_bytes < size < buffer_bytes + 4 * parameters + 150_000
+    # and it grows by the new transitions' bytes only (first has trained one more iteration)
+    run.save_checkpoint({"iteration": 2, "algorithm": first.state_dict()})
+    grown = sum(len(b) for b in first.rl_buffers + first.encoder_buffers) - stored
+    assert grown == 80  # 2 tasks x 40 new steps, the encoder buffers refilled, not grown
+    assert abs(run.checkpoint_path.stat().st_size - size - grown * 24) < 1000
+    with pytest.raises(ValueError, match="different PEARLConfig"):
+        tiny(seed=4, kl_lambda=0.5).load_state_dict(state["algorithm"])
+
+
+# -- learning -------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_pearl_adapts_on_point_goal():
+    """PointGoal's 2-D navigation (episodes of 20 steps), 30 iterations of small networks: on 20
+    held-out goals, the test episodes (z from the posterior of 2 exploration episodes) beat the
+    first exploration episode (z from the prior) and NOP (standing still). Settings are PEARL's
+    with a shorter credit horizon (discount 0.9), reward scale 10, learning rates 1e-3 and
+    sampled actions, for a learner that fits in a few minutes of one core."""
+    config = PEARLConfig(
+        n_train_tasks=20, latent_size=2, hidden_sizes=(32, 32), encoder_hidden_sizes=(32, 32),
+        meta_batch_size=8, num_initial_steps=40, num_tasks_sample=5, num_steps_prior=20,
+        num_extra_rl_steps_posterior=40, num_train_steps_per_itr=400, batch_size=32,
+        embedding_batch_size=20, reward_scale=10.0, discount=0.9, policy_lr=1e-3, qf_lr=1e-3,
+        vf_lr=1e-3, context_lr=1e-3, deterministic_eval=False,
+    )  # fmt: skip
+    algo = PEARL(PointGoalEnv, config=config, seed=0)
+    algo.train(30)
+    tasks = PointGoalEnv().sample_tasks(20, np.random.default_rng(123))
+    evaluator = MetaEvaluator(PointGoalEnv, tasks, exploration_episodes=2, test_episodes=2)
+    with algo.evaluation_streams(1):
+        result = evaluator.evaluate(algo)
+    nop = evaluator.evaluate(NOP(PointGoalEnv().action_space)).test_return
+    per_episode = result.to_dict()["aggregate"]["return_per_episode"]
+    pre, post = per_episode[0], result.test_return
+    print(f"pearl per episode {np.round(per_episode, 2).tolist()}; nop {nop:.2f}")
+    assert post > pre + 0.5
+    assert post > nop + 0.3
