@@ -208,3 +208,17 @@ class MetaRLAlgorithm(abc.ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - nothing to restore
         """Restore what :meth:`state_dict` returned."""
+
+    @contextmanager
+    def _eval_generator_streams(self, seed: int) -> Iterator[None]:
+        """:meth:`evaluation_streams` for an algorithm whose meta-test draws come from its own
+        torch generator ``self._eval_generator``: seeded from ``seed`` inside the block and
+        restored afterwards, with the global ones."""
+        generator = self._eval_generator  # type: ignore[attr-defined]
+        saved = generator.get_state()
+        try:
+            generator.manual_seed(seed)
+            with MetaRLAlgorithm.evaluation_streams(self, seed):
+                yield
+        finally:
+            generator.set_state(saved)

@@ -149,6 +149,14 @@ def seed_intervals(
     return np.atleast_1d(np.asarray(points["scores"], dtype=np.float64)), low, high
 
 
+def _without_spread(data: np.ndarray) -> Interval:
+    """The interval of one value (none: NaN bounds) or of equal values (the value itself)."""
+    mean = float(np.mean(data))
+    if data.size == 1:
+        return Interval(mean, math.nan, math.nan)
+    return Interval(mean, mean, mean)
+
+
 def bootstrap_ci(
     values: Sequence[float] | np.ndarray,
     confidence: float = 0.95,
@@ -171,10 +179,8 @@ def bootstrap_ci(
     data = _sample(values, "bootstrap_ci")
     _check_confidence(confidence)
     mean = float(np.mean(data))
-    if data.size == 1:
-        return Interval(mean, math.nan, math.nan)
-    if np.all(data == data[0]):
-        return Interval(mean, mean, mean)
+    if data.size == 1 or np.all(data == data[0]):
+        return _without_spread(data)
     _, low, high = seed_intervals(data[:, None], None, confidence, n_resamples, seed, method)
     return Interval(mean, float(low[0]), float(high[0]))
 
@@ -231,10 +237,8 @@ def task_bootstrap_ci(
     data = _sample(values, "task_bootstrap_ci")
     _check_confidence(confidence)
     mean = float(np.mean(data))
-    if data.size == 1:
-        return Interval(mean, math.nan, math.nan)
-    if np.all(data == data[0]):
-        return Interval(mean, mean, mean)
+    if data.size == 1 or np.all(data == data[0]):
+        return _without_spread(data)
     result = stats.bootstrap(
         (data,),
         np.mean,

@@ -26,13 +26,12 @@ weigh each step by ``pi / pi_pre-update``.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import logging
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 import gymnasium as gym
@@ -759,17 +758,8 @@ class MAML(MetaRLAlgorithm):
             deterministic=self.config.deterministic_test,
         )
 
-    @contextlib.contextmanager
-    def evaluation_streams(self, seed: int) -> Iterator[None]:
-        """Meta-test action noise from a generator seeded with ``seed``; the evaluation generator
-        (and the global ones) are restored afterwards."""
-        saved = self._eval_generator.get_state()
-        try:
-            self._eval_generator.manual_seed(seed)
-            with super().evaluation_streams(seed):
-                yield
-        finally:
-            self._eval_generator.set_state(saved)
+    # meta-test draws (action noise; PEARL: z too) from ``_eval_generator``, seeded per meta-test
+    evaluation_streams = MetaRLAlgorithm._eval_generator_streams
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

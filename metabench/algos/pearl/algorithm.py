@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -425,17 +424,8 @@ class PEARL(MetaRLAlgorithm):
             raise TypeError("adapt_policies needs the batch returned by get_exploration_policies()")
         return exploration_policies.adapted(list(exploration_episodes))
 
-    @contextmanager
-    def evaluation_streams(self, seed: int) -> Iterator[None]:
-        """Meta-test draws (``z`` and any sampled action) from a generator seeded with
-        ``seed``; the meta-test generator (and the global ones) are restored afterwards."""
-        saved = self._eval_generator.get_state()
-        try:
-            self._eval_generator.manual_seed(seed)
-            with super().evaluation_streams(seed):
-                yield
-        finally:
-            self._eval_generator.set_state(saved)
+    # meta-test draws (action noise; PEARL: z too) from ``_eval_generator``, seeded per meta-test
+    evaluation_streams = MetaRLAlgorithm._eval_generator_streams
 
     # -- checkpoints -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
