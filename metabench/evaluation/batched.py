@@ -16,7 +16,7 @@ What changes against the sequential meta-test, and what does not:
 * policies that draw random actions draw them in a different order (all tasks per step instead
   of one task after another), and a batched forward pass may round differently from one row at
   a time: results are statistically equivalent, not bit-identical
-  (``tests/test_batched_evaluation.py`` checks both: identical episodes for a deterministic
+  (``tests/evaluation/test_batched.py`` checks both: identical episodes for a deterministic
   per-row policy, equal return distributions for a sampling one).
 """
 

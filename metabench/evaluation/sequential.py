@@ -42,6 +42,7 @@ from metabench.evaluation.recording import (
     task_result,
 )
 from metabench.evaluation.results import MetaTestResult, task_to_json
+from metabench.rng import combined_seed_sequence
 from metabench.tasks.base import Task
 from metabench.validation import check_count
 from metabench.wrappers.trial import EPISODE_END, FINAL_OBSERVATION, Trial
@@ -158,7 +159,7 @@ class MetaEvaluator:
 
     def task_seed(self, task_index: int) -> int:
         """The reset seed of the trial of ``test_tasks[task_index]``."""
-        state = np.random.SeedSequence([self.seed, int(task_index)]).generate_state(1)
+        state = combined_seed_sequence(self.seed, task_index).generate_state(1)
         return int(state[0])
 
     def close(self) -> None:

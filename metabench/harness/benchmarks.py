@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 from gymnasium.envs.registration import load_env_creator
 
 from metabench.harness.specfiles import (
@@ -29,14 +28,9 @@ from metabench.harness.specfiles import (
     find_line,
     read_specs,
 )
+from metabench.rng import PERIODIC_TASKS, TEST_TASKS, TRAIN_EVALUATION_TASKS
 from metabench.tasks.base import Task, TaskSampler
 
-TEST_STREAM = 7
-"""``SeedSequence`` spawn key of the test-task stream (training uses the run seed directly)."""
-TRAIN_EVALUATION_STREAM = 8
-"""Stream of the seed that draws the training tasks meta-tested after training."""
-PERIODIC_STREAM = 9
-"""Stream of the seed that draws the test tasks of the meta-tests during training."""
 ALL = "all"
 """``[split] test_tasks = "all"``: every test task of a Meta-World split."""
 
@@ -136,7 +130,7 @@ class BenchmarkSpec:
 
     def test_tasks(self, seed: int) -> list[Task]:
         """The held-out tasks of a run with this seed: the same seed gives the same tasks."""
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(TEST_STREAM,)))
+        rng = TEST_TASKS.generator(seed)
         if self.metaworld is not None:
             from metabench.tasks.metaworld import MetaWorldTaskSampler
 
@@ -187,7 +181,7 @@ class BenchmarkSpec:
                 "periodic_test_tasks",
                 "evaluation",
             )
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(PERIODIC_STREAM,)))
+        rng = PERIODIC_TASKS.generator(seed)
         chosen = [i for pool in classes.values() for i in rng.choice(pool, n // k, replace=False)]
         return sorted(int(index) for index in chosen)
 
@@ -198,8 +192,7 @@ class BenchmarkSpec:
             return []
         sampler = self.train_sampler(seed)
         assert sampler is not None
-        stream = np.random.SeedSequence(seed, spawn_key=(TRAIN_EVALUATION_STREAM,))
-        return sampler.sample(self.n_train_evaluation_tasks, np.random.default_rng(stream))
+        return sampler.sample(self.n_train_evaluation_tasks, TRAIN_EVALUATION_TASKS.generator(seed))
 
     def make_train_env(self, seed: int) -> Any:
         """A fresh task env of the training split (to meta-test on training tasks)."""

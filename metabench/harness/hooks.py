@@ -23,10 +23,7 @@ from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
 from metabench.harness.stats import metatrain_return
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
-from metabench.rng import derived_seed
-
-EVALUATION_STREAM = 1
-"""The key of meta-test streams under a run's seed (see :func:`evaluation_seed`)."""
+from metabench.rng import EVALUATION
 
 
 def evaluation_seed(seed: int, iteration: int) -> int:
@@ -37,7 +34,7 @@ def evaluation_seed(seed: int, iteration: int) -> int:
     leave training's untouched: evaluating cannot change training or the final result, and
     evaluating the same checkpoint twice gives the same numbers.
     """
-    return derived_seed(seed, (EVALUATION_STREAM, iteration))
+    return EVALUATION.seed(seed, iteration)
 
 
 class NonFiniteWarning(Hook):

@@ -30,6 +30,7 @@ from metaworld.sawyer_xyz_env import SawyerXYZEnv
 from metaworld.types import Task as MetaWorldTask
 
 from metabench.errors import InvalidTaskError
+from metabench.rng import combined_seed_sequence
 from metabench.tasks.base import (
     EpisodeGuard,
     EzPickleWithTask,
@@ -356,7 +357,7 @@ class MetaWorldTaskEnv(EzPickleWithTask, gym.Env[np.ndarray, np.ndarray]):
             # from ours when it is next used; our ``np_random`` stream is left untouched.
             assert self._reset_seed is not None
             index = self.class_names.index(self._task.env_name)
-            entropy = np.random.SeedSequence((self._reset_seed, index))
+            entropy = combined_seed_sequence(self._reset_seed, index)
             env.np_random = np.random.Generator(np.random.PCG64(entropy))
             self._reseed.discard(self._task.env_name)
         obs, _ = env.reset()

@@ -10,7 +10,7 @@ same floating-point order; the module and every other instance stay untouched.
 
 Every replacement falls back to Meta-World's or SciPy's own code on input it does not handle
 (a matrix that SciPy would orthogonalise or reject, objects whose positions and quaternions do
-not pair up), so errors are the originals' too. ``tests/test_metaworld_lean.py`` checks
+not pair up), so errors are the originals' too. ``tests/tasks/test_metaworld_lean.py`` checks
 observations, rewards and infos against the unchanged envs along scripted and random
 trajectories of every ML10 class, and the quaternions against SciPy.
 """

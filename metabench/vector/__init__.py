@@ -27,6 +27,7 @@ from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorWrapper
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
+from metabench.rng import META_BATCH_SLOTS, META_BATCH_TASKS
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, check_n_tasks
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.wrappers import RL2Env, Trial
@@ -56,9 +57,7 @@ class MetaBatchSlot(TaskSampler):
         """Return this slot's task of the next meta-batch; ``rng`` is not used (see class doc)."""
         if n != 1:
             raise ValueError(f"MetaBatchSlot gives one task per call, asked for {n}")
-        batch_rng = np.random.default_rng(
-            np.random.SeedSequence(self.seed, spawn_key=(0, self.trials))
-        )
+        batch_rng = META_BATCH_SLOTS.generator(self.seed, self.trials)
         self.trials += 1
         return [self.base.sample(self.batch_size, batch_rng)[self.slot]]
 
@@ -174,7 +173,7 @@ class MetaBatchVecEnv(VecEnvWrapper, _MetaBatchControl):
     def __init__(self, venv: VecEnv, sampler: TaskSampler | None, seed: int) -> None:
         super().__init__(venv)
         self.sampler = sampler
-        self._rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+        self._rng = META_BATCH_TASKS.generator(seed)
 
     def _sample_tasks(self, n: int, rng: np.random.Generator) -> list[Task]:
         return list(self.venv.env_method("sample_tasks", n, rng, indices=[0])[0])
@@ -215,7 +214,7 @@ class MetaBatchVectorEnv(VectorWrapper, _MetaBatchControl):
         super().__init__(env)
         self._vec = env
         self.sampler = sampler
-        self._rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+        self._rng = META_BATCH_TASKS.generator(seed)
 
     def _sample_tasks(self, n: int, rng: np.random.Generator) -> list[Task]:
         return list(self._vec.call("sample_tasks", n, rng)[0])

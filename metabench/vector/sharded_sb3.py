@@ -14,7 +14,7 @@ waking a process's idle core costs about as much as a Meta-World step
 Each shard is stepped, reset and seeded by SB3's own ``DummyVecEnv`` (sub-env ``i`` gets the seed
 ``seed + i``, autoreset at episode ends with ``info["terminal_observation"]``), so for the same
 env factories and actions the results are exactly those of one ``DummyVecEnv`` of all sub-envs,
-whatever the number of workers (``tests/test_vector_sharded_sb3.py``).
+whatever the number of workers (``tests/vector/test_sharded_sb3.py``).
 
 Example::
 

@@ -64,6 +64,7 @@ from metabench.algos.trpo import (
 )
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
+from metabench.rng import ALGORITHM_EVALUATION_TORCH, ALGORITHM_NUMPY, ALGORITHM_TORCH
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
 from metabench.threads import torch_threads
 from metabench.validation import check_count, config_dict
@@ -468,10 +469,11 @@ class MAML(MetaRLAlgorithm):
                 raise
         self.policy = policy.to(self.device)
 
-        seeds = np.random.SeedSequence(self.seed).spawn(3)
-        self._rng = np.random.default_rng(seeds[0])
-        self._generator = torch.Generator().manual_seed(int(seeds[1].generate_state(1)[0]))
-        self._eval_generator = torch.Generator().manual_seed(int(seeds[2].generate_state(1)[0]))
+        self._rng = ALGORITHM_NUMPY.generator(self.seed)
+        self._generator = torch.Generator().manual_seed(ALGORITHM_TORCH.seed(self.seed))
+        self._eval_generator = torch.Generator().manual_seed(
+            ALGORITHM_EVALUATION_TORCH.seed(self.seed)
+        )
         self.iteration = 0
         self.history: list[MAMLIterationStats] = []
         self._outer_optimizer: torch.optim.Adam | None = None

@@ -54,6 +54,12 @@ from metabench.algos.pearl.policy import ExplorationPolicies, RewardInObservatio
 from metabench.algos.sb3_common import rescale_actions
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
+from metabench.rng import (
+    ALGORITHM_EVALUATION_TORCH,
+    ALGORITHM_NUMPY,
+    ALGORITHM_TORCH,
+    PEARL_TRAIN_TASKS,
+)
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
 from metabench.threads import torch_threads
 from metabench.validation import config_dict, recorded_config
@@ -132,14 +138,13 @@ class PEARL(MetaRLAlgorithm):
         self.obs_dim = int(observation_space.shape[0])
         self.action_dim = int(action_space.shape[0])
 
-        streams = np.random.SeedSequence(int(seed)).spawn(4)
-        self._rng = np.random.default_rng(streams[0])
-        self._generator = torch.Generator().manual_seed(int(streams[1].generate_state(1)[0]))
-        self._eval_generator = torch.Generator().manual_seed(int(streams[2].generate_state(1)[0]))
+        self._rng = ALGORITHM_NUMPY.generator(seed)
+        self._generator = torch.Generator().manual_seed(ALGORITHM_TORCH.seed(seed))
+        self._eval_generator = torch.Generator().manual_seed(ALGORITHM_EVALUATION_TORCH.seed(seed))
         if sampler is None:
             sampler = SetTaskSampler(task_env.sample_tasks)
         self.train_tasks: list[Task] = sampler.sample(
-            config.n_train_tasks, np.random.default_rng(streams[3])
+            config.n_train_tasks, PEARL_TRAIN_TASKS.generator(seed)
         )
 
         with torch.random.fork_rng(devices=[]):  # seeded init without touching global state

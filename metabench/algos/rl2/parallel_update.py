@@ -8,7 +8,7 @@ steps divided by the whole batch's step count, and the training process adds the
 gradients to its own before clipping and the optimizer step. The loss is the sum of the parts,
 so the gradient is ``RecurrentPPO.train``'s up to the order of float additions: not bit for
 bit, but the parameters after two iterations agree with the one-process update's to 1e-4
-relative (``tests/algos/test_rl2_parallel_update.py``). A GRU-256 pass over 10 trials takes
+relative (``tests/algos/rl2/test_parallel_update.py``). A GRU-256 pass over 10 trials takes
 about 0.6 of one over 20 on one core, so the update runs about 1.36x faster on 2 cores
 (``docs/speed.md``).
 
