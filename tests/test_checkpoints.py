@@ -10,35 +10,9 @@ import pytest
 import torch
 
 from metabench.cli import main
-from metabench.harness.algorithms import get_algorithm
-from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunError, RunSettings
 from metabench.harness.training import train
-
-SMALL = {
-    "rl2-ppo": {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 2},
-    "rl2-trpo": {"meta_batch_size": 2, "hidden_size": 8},
-    "maml-trpo": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
-    "maml-ppo": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
-    "maml-vpg": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
-    "pearl": {
-        "n_train_tasks": 2,
-        "num_initial_steps": 100,
-        "num_tasks_sample": 1,
-        "num_steps_prior": 100,
-        "num_extra_rl_steps_posterior": 100,
-        "num_train_steps_per_itr": 2,
-        "hidden_sizes": [8],
-        "encoder_hidden_sizes": [8],
-        "batch_size": 8,
-        "embedding_batch_size": 8,
-    },
-    "nop": {},
-    "cem": {},
-    "cmaes": {},
-    "oracle": {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1},
-    "multitask": {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1},
-}
+from tests.factories import TINY, build_tiny, policy_parameters
 
 
 class RunsACommand:
@@ -94,17 +68,10 @@ def test_checkpoint_of_another_format_is_refused_in_one_line(tmp_path):
 
 def build(name: str, seed: int):
     # the policy searches need more than PointGoal's one exploration episode per generation
-    spec = get_benchmark("HalfCheetahVel" if name in ("cem", "cmaes") else "PointGoal")
-    entry = get_algorithm(name)
-    return entry.build(spec, seed, entry.hyperparameters(spec, SMALL[name]), None)
+    return build_tiny(name, "HalfCheetahVel" if name in ("cem", "cmaes") else "PointGoal", seed)
 
 
-def parameters(algo) -> list[torch.Tensor]:
-    module = algo.model.policy if hasattr(algo, "model") else getattr(algo, "policy", None)
-    return [] if module is None else [p.detach().clone() for p in module.parameters()]
-
-
-@pytest.mark.parametrize("name", sorted(SMALL))
+@pytest.mark.parametrize("name", sorted(TINY))
 def test_every_algorithm_resumes_exactly_from_a_weights_only_checkpoint(tmp_path, name):
     straight = build(name, seed=3)
     if straight.steps_per_iteration:
@@ -121,7 +88,7 @@ def test_every_algorithm_resumes_exactly_from_a_weights_only_checkpoint(tmp_path
     resumed.load_state_dict(state["algorithm"])
     if resumed.steps_per_iteration:
         resumed.train(1)
-    for a, b in zip(parameters(straight), parameters(resumed), strict=True):
+    for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
         assert torch.equal(a, b)
     for algo in (straight, first, resumed):
         if hasattr(algo, "close"):

@@ -14,6 +14,7 @@ from metabench.cli import main
 from metabench.harness.algorithms import clear_spec_caches
 from metabench.harness.run import RunDirectory, RunSettings
 from metabench.harness.training import train
+from tests.factories import ROOT
 
 
 def one_error_line(capsys, code: int, args: list[str]) -> str:
@@ -133,7 +134,7 @@ def test_bench_negative_seed_names_the_option(tmp_path, capsys):
 def test_bad_task_values_name_the_spec_file(tmp_path, monkeypatch, capsys):
     spec = tmp_path / "specs" / "envs" / "WidePoint.toml"
     spec.parent.mkdir(parents=True)
-    text = (Path(__file__).parents[1] / "envs" / "PointGoal.toml").read_text()
+    text = (ROOT / "envs" / "PointGoal.toml").read_text()
     spec.write_text(text.replace("goal_range = [-0.5, 0.5]", 'goal_range = "wide"'))
     monkeypatch.setenv("METABENCH_SPECS", str(tmp_path / "specs"))
     clear_spec_caches()

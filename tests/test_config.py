@@ -3,7 +3,6 @@
 import json
 import math
 from dataclasses import FrozenInstanceError
-from pathlib import Path
 
 import pytest
 
@@ -20,6 +19,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.resultfile import read_result
 from metabench.harness.run import RunDirectory, RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
+from tests.factories import ROOT
 
 CONFIGS = [RL2PPOConfig, MAMLConfig, NOPConfig, CEMConfig, CMAESConfig, ReferenceConfig]
 
@@ -212,7 +212,7 @@ def test_bad_value_in_a_profile_names_its_line(user_specs, tmp_path, capsys):
 
 
 def test_committed_results_resolve_to_their_recorded_configuration():
-    root = Path(__file__).resolve().parents[1] / "results"
+    root = ROOT / "results"
     files = sorted(root.rglob("result.json"))
     if not files:
         pytest.skip("no committed results")

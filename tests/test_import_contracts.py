@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import tomllib
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.factories import ROOT
+
 PACKAGE = ROOT / "metabench"
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 LAYERS = [

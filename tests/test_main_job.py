@@ -16,8 +16,9 @@ import pytest
 from metabench.cli import main
 from metabench.harness.resultfile import collect_results
 from metabench.harness.stats import summarize
+from tests.factories import ROOT
 
-MAKEFILE = Path(__file__).resolve().parents[1] / "Makefile"
+MAKEFILE = ROOT / "Makefile"
 
 
 def make_run_arguments(results: Path) -> list[str]:

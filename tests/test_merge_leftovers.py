@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.factories import ROOT
+
 TEXT_SUFFIXES = {".md", ".py", ".toml", ".txt", ".json", ".cfg", ".yaml", ".yml", ".ini", ""}
 SKIPPED_DIRS = {".git", ".venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache"}
 MARKER = re.compile(r"^(<{7} |={7}$|>{7} )", re.MULTILINE)

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from metabench.harness.specfiles import ENTRY_POINT_GROUP
+from tests.factories import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 BASELINES = ROOT / "baselines"
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]

@@ -19,12 +19,9 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
 from metabench.tasks.toy import PointGoalEnv
 from metabench.wrappers import Trial
+from tests.factories import policy_parameters
 
 SMALL = ReferenceConfig(n_envs=4, n_epochs=2, hidden_sizes=(8,))
-
-
-def parameters(algo: ReferencePPO) -> list[np.ndarray]:
-    return [p.detach().numpy().copy() for p in algo.model.policy.parameters()]
 
 
 def test_task_features_flatten_dict_tasks_in_key_order():
@@ -75,8 +72,8 @@ def test_resume_from_a_checkpoint_is_exact(oracle):
     resumed = make()
     resumed.load_state_dict(state)
     resumed.train(1)
-    for a, b in zip(parameters(straight), parameters(resumed), strict=True):
-        np.testing.assert_array_equal(a, b)
+    for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_checkpoint_of_another_config_is_refused():

@@ -7,9 +7,7 @@ round of each (the least disturbed one).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 
@@ -19,7 +17,3 @@ from metabench.harness.timing import best_times
 @pytest.fixture
 def side_by_side() -> Callable[..., dict[str, float]]:
     return best_times
-
-
-# The speed scripts in scripts/ hold the measurements; the checks here import them.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bench_maml_step import make_outer_steps, measure
+
+from scripts.bench_maml_step import make_outer_steps, measure
 
 pytestmark = pytest.mark.benchmark
 

@@ -11,7 +11,8 @@ The floors below guard against regressions on a shared machine. Run with ``make 
 from __future__ import annotations
 
 import pytest
-from bench_ml10 import measure
+
+from scripts.bench_ml10 import measure
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.metaworld]
 

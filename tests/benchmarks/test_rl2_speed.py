@@ -12,7 +12,8 @@ Run with ``make bench``; ``scripts/bench_rl2_training.py`` prints the same numbe
 from __future__ import annotations
 
 import pytest
-from bench_rl2_training import measure
+
+from scripts.bench_rl2_training import measure
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.mujoco]
 

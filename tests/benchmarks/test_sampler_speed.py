@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from bench_sampler import RAW, make_contenders, measure, vector_name
+
+from scripts.bench_sampler import RAW, make_contenders, measure, vector_name
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.mujoco]
 

@@ -1,6 +1,6 @@
 """Meta-World's count of a meta-test, replayed from metabench's per-episode record, on races
 worked out by hand (the comparison with Meta-World's own evaluator is in
-test_metaworld_evaluation.py)."""
+test_metaworld_adapter.py)."""
 
 import pytest
 

@@ -24,9 +24,9 @@ from metabench.cli import main
 from metabench.harness.algorithms import clear_spec_caches, get_algorithm
 from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunError
 from metabench.harness.specfiles import SpecError, tomllib
+from tests.factories import ROOT
 
-REPO = Path(__file__).resolve().parents[1]
-EXAMPLE = REPO / "examples" / "my_algorithm"
+EXAMPLE = ROOT / "examples" / "my_algorithm"
 EXAMPLE_SPEC = EXAMPLE / "my_algorithm" / "random-search.toml"
 STEPS_PER_ITERATION = 2 * 200  # two candidates of RandomSearchConfig's steps_per_candidate
 
@@ -138,7 +138,7 @@ def test_a_spec_folder_run_records_the_command_that_reproduces_it(
     plain = {k: v for k, v in os.environ.items() if k not in ("METABENCH_SPECS", "PYTHONPATH")}
     command = first["command"].replace(" metabench ", f" {sys.executable} -m metabench.cli ", 1)
     shell = subprocess.run(
-        ["bash", "-c", command], cwd=REPO, env={**plain, "OMP_NUM_THREADS": "1"},
+        ["bash", "-c", command], cwd=ROOT, env={**plain, "OMP_NUM_THREADS": "1"},
         capture_output=True, text=True,
     )  # fmt: skip
     assert shell.returncode == 0, shell.stderr
@@ -406,5 +406,5 @@ def test_an_entry_point_named_like_a_shipped_algorithm_is_an_error(
     (info / "entry_points.txt").write_text("[metabench.algorithms]\nnop = another_nop\n")
     clear_spec_caches()
     with pytest.raises(SpecError, match=f"{package / 'nop.toml'}: baselines spec 'nop' is also "
-                       f"defined in {REPO / 'baselines' / 'nop.toml'}: rename one"):  # fmt: skip
+                       f"defined in {ROOT / 'baselines' / 'nop.toml'}: rename one"):  # fmt: skip
         get_algorithm("nop")

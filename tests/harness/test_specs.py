@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-from pathlib import Path
 
 import pytest
 
@@ -18,9 +17,7 @@ from metabench.harness.algorithms import clear_spec_caches, get_algorithm, load_
 from metabench.harness.benchmarks import get_benchmark, load_benchmarks
 from metabench.harness.grid import plan
 from metabench.harness.specfiles import SpecError, find_line
-
-REPO = Path(__file__).resolve().parents[1]
-
+from tests.factories import ROOT
 
 BANDIT5 = """\
     description = "five arms"
@@ -42,8 +39,8 @@ BANDIT5 = """\
 
 
 def test_every_shipped_file_is_one_benchmark_or_algorithm():
-    assert set(load_benchmarks()) == {p.stem for p in (REPO / "envs").glob("*.toml")}
-    assert set(load_algorithms()) == {p.stem for p in (REPO / "baselines").glob("*.toml")}
+    assert set(load_benchmarks()) == {p.stem for p in (ROOT / "envs").glob("*.toml")}
+    assert set(load_algorithms()) == {p.stem for p in (ROOT / "baselines").glob("*.toml")}
     assert {"HalfCheetahVel", "HalfCheetahDir", "ML10", "ML45", "ML1-reach"} <= set(
         load_benchmarks()
     )
@@ -316,9 +313,9 @@ def test_a_built_wheel_carries_the_specs(tmp_path):
     source = tmp_path / "src"
     source.mkdir()
     for name in ("metabench", "envs", "baselines"):
-        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
-        shutil.copy(REPO / name, source / name)
+        shutil.copy(ROOT / name, source / name)
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
     build = [*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(tmp_path / "dist")]
     subprocess.run([*build, str(source)], check=True, capture_output=True)
@@ -345,7 +342,7 @@ def test_a_built_wheel_carries_the_specs(tmp_path):
     assert shown.returncode == 0, shown.stderr
     package, envs, algorithms, vel = json.loads(shown.stdout)
     assert package.startswith(str(target)) and envs == str(target / "metabench/specs/envs")
-    assert algorithms == sorted(p.stem for p in (REPO / "baselines").glob("*.toml"))
+    assert algorithms == sorted(p.stem for p in (ROOT / "baselines").glob("*.toml"))
     assert vel == {"velocity_range": [0.0, 2.0], "horizon": 100}
 
 

@@ -19,8 +19,7 @@ from metabench.harness.plots import periodic_metatests
 from metabench.harness.resultfile import collect_results, read_result
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.training import evaluate, train
-
-REPO = Path(__file__).resolve().parents[1]
+from tests.factories import ROOT
 
 # Bandit with RL2-PPO's preset: 64 trials of 3 one-pull episodes per iteration.
 STEPS_PER_ITERATION = 64 * 3
@@ -120,7 +119,7 @@ def test_periodic_meta_tests_on_a_subset_say_how_many_tasks_they_used(tmp_path, 
     curves say so; the final meta-test uses all of them."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    text = (REPO / "envs" / "Bandit.toml").read_text()
+    text = (ROOT / "envs" / "Bandit.toml").read_text()
     user_specs("envs/BanditSubset.toml", text + "periodic_test_tasks = 6\n")
     out = tmp_path / "r"
     steps = 2 * 10 * 3  # two iterations of rl2-ppo's default meta-batch of 10 trials

@@ -332,7 +332,7 @@ def test_maml_ppo_meta_learns_point_goal() -> None:
     settings: after 60 iterations one inner step on held-out goals helps clearly, and much more
     than from an untrained policy. Seeds 0, 1, 2 gave post - pre 4.2, 3.8, 3.4 and post -
     untrained post 5.7, 6.6, 5.1."""
-    from test_maml import evaluate  # tests/algos/test_maml.py, a sibling on the test path
+    from tests.algos.maml.test_maml import evaluate
 
     spec = get_benchmark("PointGoal")
     entry = get_algorithm("maml-ppo")

@@ -5,6 +5,7 @@ import dataclasses
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 import torch as th
 
 import metabench  # noqa: F401 - registers the ids
@@ -18,13 +19,10 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
 from metabench.tasks.toy import PointGoalEnv
 from metabench.wrappers import RL2Env, Trial
+from tests.factories import policy_parameters
 
 LEARNING_ITERATIONS = 100  # 19,200 env steps; six seeds tried here were optimal after 50
 SMALL = RL2PPOConfig(meta_batch_size=4, episodes_per_trial=2, hidden_size=8, n_epochs=2)
-
-
-def parameters(algo: RL2PPO) -> list[np.ndarray]:
-    return [p.detach().numpy().copy() for p in algo.model.policy.parameters()]
 
 
 def test_one_iteration_is_one_trial_per_sub_env():
@@ -80,8 +78,8 @@ def test_resume_from_state_dict_continues_exactly(options):
     resumed.load_state_dict(state)
     resumed.train(1)
     assert resumed.iterations == 2 and resumed.model.num_timesteps == straight.model.num_timesteps
-    for a, b in zip(parameters(straight), parameters(resumed), strict=True):
-        np.testing.assert_array_equal(a, b)
+    for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_checkpoint_of_another_config_is_refused():
@@ -256,9 +254,9 @@ def test_gru_cell_is_used_for_rollouts_and_training():
     policy = algo.model.policy
     assert isinstance(policy, WholeSequenceGruPolicy)
     assert isinstance(policy.lstm_actor, th.nn.GRU) and policy.lstm_actor.hidden_size == 8
-    before = parameters(algo)
+    before = policy_parameters(algo)
     algo.train(1)
-    assert any(not np.array_equal(a, b) for a, b in zip(before, parameters(algo), strict=True))
+    assert any(not torch.equal(a, b) for a, b in zip(before, policy_parameters(algo), strict=True))
     np.testing.assert_array_equal(algo.model.rollout_buffer.cell_states_pi, 0.0)  # c unused
 
 

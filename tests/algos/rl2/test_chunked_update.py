@@ -14,6 +14,7 @@ from sb3_contrib.common.recurrent.type_aliases import RNNStates
 
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.chunked_update import chunk_pass, chunk_starts
+from tests.factories import policy_parameters
 
 TRIAL = 80  # PointGoal: 4 episodes of 20 steps per trial
 LINEAR_GRU = {"value_baseline": "linear", "recurrent_cell": "gru", "hidden_size": 16}
@@ -22,10 +23,6 @@ LINEAR_GRU = {"value_baseline": "linear", "recurrent_cell": "gru", "hidden_size"
 def make(**options: Any) -> RL2PPO:
     config = RL2PPOConfig(meta_batch_size=3, **{**LINEAR_GRU, **options})
     return RL2PPO("metabench/PointGoal-v0", config=config, seed=3)
-
-
-def parameters(algo: RL2PPO) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in algo.model.policy.parameters()]
 
 
 def filled(**options: Any) -> RL2PPO:
@@ -67,12 +64,13 @@ def test_one_chunk_over_the_whole_trial_is_sb3_contribs_update(
     rollout; the cut is put at 0 here to compare with whole trials."""
     monkeypatch.setattr(buffers.np.random, "randint", lambda *args, **kwargs: 0)
     whole = make(n_epochs=3)  # each built right before it trains: both draw the same numbers
-    before = parameters(whole)
+    before = policy_parameters(whole)
     whole.train(2)
     chunked = make(n_epochs=3, chunk_length=TRIAL, chunk_overlap=0)
     chunked.train(2)
     moved = False
-    for start, a, b in zip(before, parameters(whole), parameters(chunked), strict=True):
+    after = zip(before, policy_parameters(whole), policy_parameters(chunked), strict=True)
+    for start, a, b in after:
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
         moved |= not torch.equal(a, start)
     assert moved, "the updates changed nothing: the comparison would prove nothing"
@@ -151,7 +149,7 @@ def test_steps_after_the_last_whole_chunk_do_not_change_the_update() -> None:
         if changed is not None:
             model.rollout_buffer.advantages[changed] += 5.0
         model.train()  # chunk_length=30, chunk_overlap=10: chunked_train
-        return parameters(algo)
+        return policy_parameters(algo)
 
     reference = update(None)
     for a, b in zip(reference, update(slice(70, 80)), strict=True):

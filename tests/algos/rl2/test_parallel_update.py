@@ -9,6 +9,7 @@ import torch
 
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.parallel_update import LossConstants, partial_loss
+from tests.factories import ROOT, policy_parameters
 
 CONFIGS = {
     # garage's: linear baseline, entropy added to the rewards, no critic
@@ -39,10 +40,6 @@ def train(update_processes: bool, workers: int, **options: object) -> RL2PPO:
     return algo
 
 
-def parameters(algo: RL2PPO) -> list[torch.Tensor]:
-    return [p.detach().clone() for p in algo.model.policy.parameters()]
-
-
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("workers", [2, 3])
 def test_split_update_learns_what_the_one_process_update_learns(name: str, workers: int) -> None:
@@ -52,9 +49,9 @@ def test_split_update_learns_what_the_one_process_update_learns(name: str, worke
     assert alone.model.update_venv is None
     moved = False
     for before, a, b in zip(
-        parameters(RL2PPO("metabench/PointGoal-v0", config=alone.config, seed=5)),
-        parameters(alone),
-        parameters(split),
+        policy_parameters(RL2PPO("metabench/PointGoal-v0", config=alone.config, seed=5)),
+        policy_parameters(alone),
+        policy_parameters(split),
         strict=True,
     ):
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
@@ -144,7 +141,7 @@ def test_the_ml10_result_command_still_plans_its_recorded_config() -> None:
 
     from metabench.harness.run import RunDirectory, RunSettings, resolve
 
-    run = Path(__file__).resolve().parents[2] / "results" / "ML10" / "rl2-ppo-seed0"
+    run = ROOT / "results" / "ML10" / "rl2-ppo-seed0"
     if not (run / "result.json").exists():
         pytest.skip("no ML10 RL2-PPO result in this checkout")
     args = shlex.split(json.loads((run / "result.json").read_text())["command"])

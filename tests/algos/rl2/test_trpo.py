@@ -7,6 +7,7 @@ import dataclasses
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 import torch as th
 from stable_baselines3.common.distributions import kl_divergence
 
@@ -17,13 +18,10 @@ from metabench.algos.rl2.trpo_algorithm import RL2TRPO, RL2TRPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
+from tests.factories import policy_parameters
 
 SMALL = RL2TRPOConfig(meta_batch_size=4, episodes_per_trial=2, hidden_size=8)
 LEARNING_ITERATIONS = 100  # 28,800 env steps; seeds 0, 1, 2 were optimal after about 30
-
-
-def parameters(algo: RL2TRPO) -> list[np.ndarray]:
-    return [p.detach().numpy().copy() for p in algo.model.policy.parameters()]
 
 
 def trial_distribution(algo: RL2TRPO, state: dict) -> tuple:
@@ -109,8 +107,8 @@ def test_resume_from_state_dict_continues_exactly(options):
     resumed.load_state_dict(state)
     resumed.train(1)
     assert resumed.iterations == 2 and resumed.model.num_timesteps == straight.model.num_timesteps
-    for a, b in zip(parameters(straight), parameters(resumed), strict=True):
-        np.testing.assert_array_equal(a, b)
+    for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
+        assert torch.equal(a, b)
 
 
 def test_checkpoint_of_another_config_is_refused_and_bad_configs_raise():

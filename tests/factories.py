@@ -1,0 +1,60 @@
+"""What several test modules build: tiny settings of every algorithm, and the policy's weights.
+
+Test modules import these (``from tests.factories import build_tiny``); fixtures stay in the
+``conftest.py`` files.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.harness.algorithms import get_algorithm
+from metabench.harness.benchmarks import get_benchmark
+
+ROOT = Path(__file__).resolve().parents[1]
+"""The repository's root (``results/``, ``envs/``, the README)."""
+
+TINY: dict[str, dict[str, Any]] = {
+    "rl2-ppo": {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 1},
+    "rl2-trpo": {"meta_batch_size": 2, "hidden_size": 8},
+    "maml-trpo": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
+    "maml-ppo": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
+    "maml-vpg": {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]},
+    "pearl": {
+        "n_train_tasks": 2,
+        "num_initial_steps": 100,
+        "num_tasks_sample": 1,
+        "num_steps_prior": 100,
+        "num_extra_rl_steps_posterior": 100,
+        "num_train_steps_per_itr": 2,
+        "hidden_sizes": [8],
+        "encoder_hidden_sizes": [8],
+        "batch_size": 8,
+        "embedding_batch_size": 8,
+    },
+    "nop": {},
+    "cem": {},
+    "cmaes": {},
+    "oracle": {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1},
+    "multitask": {"n_envs": 2, "hidden_sizes": [8], "n_epochs": 1},
+}
+"""Every registered algorithm's settings for an iteration of a second or less."""
+
+
+def build_tiny(name: str, benchmark: str, seed: int = 0) -> MetaRLAlgorithm:
+    """Algorithm ``name`` with its :data:`TINY` settings on ``benchmark``, built as the harness
+    builds it."""
+    spec = get_benchmark(benchmark)
+    entry = get_algorithm(name)
+    return entry.build(spec, seed, entry.hyperparameters(spec, TINY[name]), None)
+
+
+def policy_parameters(algo: Any) -> list[torch.Tensor]:
+    """Copies of the policy's weights: SB3-based algorithms' ``model.policy``, the others'
+    ``policy``; none for the gradient-free baselines."""
+    module = algo.model.policy if hasattr(algo, "model") else getattr(algo, "policy", None)
+    return [] if module is None else [p.detach().clone() for p in module.parameters()]
