@@ -71,6 +71,14 @@ ALGORITHMS = {
         "--set",
         "value_baseline=linear",
     ],
+    "pearl": [
+        "--steps",
+        "2000",
+        *("--set", "n_train_tasks=2", "--set", "num_initial_steps=200", "--set", "batch_size=16"),
+        *("--set", "num_tasks_sample=2", "--set", "num_steps_prior=200"),
+        *("--set", "num_train_steps_per_itr=20", "--set", "hidden_sizes=[16]"),
+        *("--set", "encoder_hidden_sizes=[16]", "--set", "embedding_batch_size=16"),
+    ],
 }
 """Each algorithm and the ``metabench train`` arguments its tiny run adds (a later
 ``--benchmark`` or ``--steps`` replaces the script's)."""
