@@ -62,6 +62,7 @@ from gymnasium.vector.utils import (
 
 from metabench.tasks.base import Task
 from metabench.validation import check_count
+from metabench.vector.meta_batch import make_task_env
 from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
 
 __all__ = ["ShardedVectorEnv", "SubEnvError", "make_sharded_task_env"]
@@ -506,7 +507,7 @@ def make_sharded_task_env(
     """A :class:`ShardedVectorEnv` of ``num_envs`` task envs of a registered metabench task id.
 
     Sub-envs are the bare task envs (no ``gymnasium.make`` wrappers), as
-    :func:`metabench.vector.make_meta_vec_env` builds them.
+    :func:`~metabench.vector.meta_batch.make_meta_vec_env` builds them.
 
     :param env_id: a task env id, e.g. ``"metabench/ML10-v0"`` (not an ``RL2-`` id).
     :param num_envs: sub-envs.
@@ -514,9 +515,7 @@ def make_sharded_task_env(
     :param info_keys: the ``info`` keys sent back (see :class:`ShardedVectorEnv`).
     :param env_kwargs: passed to every task env, over the id's registered kwargs.
     """
-    from metabench.vector import _make_task_env
-
     check_count("num_envs", num_envs)
     gym.spec(env_id)  # fail here on an unknown id, not in the workers
-    fn = functools.partial(_make_task_env, env_id, dict(env_kwargs))
+    fn = functools.partial(make_task_env, env_id, dict(env_kwargs))
     return ShardedVectorEnv([fn] * int(num_envs), n_workers, info_keys=info_keys)
