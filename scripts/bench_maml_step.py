@@ -20,10 +20,10 @@ from unittest import mock
 import torch
 
 import metabench  # noqa: F401 - registers the ids
+from metabench.algos.common.trpo import flatten
 from metabench.algos.maml import MAML
 from metabench.algos.maml import maml as maml_module
 from metabench.algos.maml.policy import detached_params
-from metabench.algos.trpo import flatten
 from metabench.harness.timing import best_times
 
 

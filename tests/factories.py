@@ -9,9 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.data import EpisodeBatch, StepType
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 
@@ -58,3 +60,17 @@ def policy_parameters(algo: Any) -> list[torch.Tensor]:
     ``policy``; none for the gradient-free baselines."""
     module = algo.model.policy if hasattr(algo, "model") else getattr(algo, "policy", None)
     return [] if module is None else [p.detach().clone() for p in module.parameters()]
+
+
+def episode_batch(seed: int, lengths: list[int], obs_dim: int = 3) -> EpisodeBatch:
+    """Random episodes, some observations beyond the baseline's clip range of 10."""
+    rng = np.random.default_rng(seed)
+    n = sum(lengths)
+    return EpisodeBatch(
+        observations=rng.normal(scale=6.0, size=(n, obs_dim)),
+        last_observations=rng.normal(size=(len(lengths), obs_dim)),
+        actions=rng.normal(size=(n, 2)),
+        rewards=rng.normal(size=n),
+        step_types=np.full(n, StepType.MID),
+        lengths=np.array(lengths),
+    )

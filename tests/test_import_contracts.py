@@ -23,7 +23,7 @@ CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlin
 LAYERS = [
     [name.strip() for name in re.split(r"[|:]", entry)]
     for contract in CONFIG["contracts"]
-    if contract["type"] == "layers"
+    if contract["name"] == "layers"
     for entry in contract["layers"]
 ][::-1]
 """The layers, lowest first, each a list of module names."""
@@ -78,6 +78,18 @@ def test_every_module_of_the_package_has_a_layer() -> None:
     assert [
         m for m in modules if m not in ("metabench", "metabench._version") and layer(m) is None
     ] == []
+
+
+def test_every_part_of_the_algorithms_package_has_a_layer() -> None:
+    """The ``algorithms`` contract names each algorithm and shared piece; a new one needs a line."""
+    (contract,) = [c for c in CONFIG["contracts"] if c["name"] == "algorithms"]
+    named = {name.strip() for row in contract["layers"] for name in row.split("|")}
+    parts = {
+        f"metabench.algos.{path.stem if path.is_file() else path.name}"
+        for path in (PACKAGE / "algos").iterdir()
+        if path.name != "__init__.py" and (path.suffix == ".py" or (path / "__init__.py").exists())
+    }
+    assert parts == named
 
 
 PROCESS_BOUNDARIES = {("metabench.harness.cells", "metabench.cli")}

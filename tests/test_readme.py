@@ -101,7 +101,7 @@ def test_the_what_is_here_table_lists_modules() -> None:
 def test_every_name_the_table_lists_imports_from_a_module_beside_it(names, modules) -> None:
     """Every name in the piece column is a public name (``__all__``, where a module has one) of
     a module of the row, a method of a class it names (``train``), an algorithm (a file in
-    ``baselines/``: ``maml-trpo``) or a module itself (``metabench.algos.trpo``)."""
+    ``baselines/``: ``maml-trpo``) or a module itself (``metabench.algos.common.trpo``)."""
     imported = [importlib.import_module(module) for module in modules]
 
     def exported(name: str) -> Any:

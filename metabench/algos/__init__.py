@@ -2,7 +2,7 @@
 
 RL2-PPO and RL2-TRPO (:mod:`metabench.algos.rl2`, on sb3-contrib's RecurrentPPO), MAML-TRPO,
 MAML-PPO and MAML-VPG (:mod:`metabench.algos.maml`, PyTorch, one MAML with a choice of inner loss
-and outer optimiser; TRPO steps from the reusable :mod:`metabench.algos.trpo`), PEARL
+and outer optimiser; TRPO steps from the reusable :mod:`metabench.algos.common.trpo`), PEARL
 (:mod:`metabench.algos.pearl`, on Stable-Baselines3's SAC networks), the
 per-task policy-search baselines CEM and CMA-ES, NOP, and the PPO references
 (:mod:`metabench.algos.reference`) live in their own modules, each exporting the

@@ -30,13 +30,13 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.implementation import Benchmark, Implementation
-from metabench.algos.sb3_common import (
+from metabench.algos.common.sb3 import (
     load_training_state,
     quiet_logger,
     rescale_actions,
     training_state,
 )
+from metabench.algos.implementation import Benchmark, Implementation
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device
 from metabench.tasks.base import Task, TaskSampler

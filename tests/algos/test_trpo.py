@@ -11,7 +11,7 @@ from torch import nn
 from torch.distributions import Normal, kl_divergence
 from torch.nn.utils import parameters_to_vector
 
-from metabench.algos.trpo import (
+from metabench.algos.common.trpo import (
     backtracking_line_search,
     conjugate_gradient,
     flat_grad,

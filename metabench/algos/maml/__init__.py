@@ -1,8 +1,7 @@
 """MAML (Finn et al. 2017) in PyTorch: functional Gaussian policy, vectorised episode collector,
-linear feature baseline, a VPG, PPO or TRPO loss, and a TRPO (:mod:`metabench.algos.trpo`) or
+linear feature baseline, a VPG, PPO or TRPO loss, and a TRPO (:mod:`metabench.algos.common.trpo`) or
 Adam outer loop: garage's MAML-TRPO, MAML-PPO and MAML-VPG."""
 
-from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.maml.losses import POLICY_GRADIENT_LOSSES, policy_gradient_loss
@@ -28,7 +27,6 @@ from metabench.algos.maml.policy import (
     GaussianPolicy,
     check_policy_spaces,
 )
-from metabench.algos.maml.returns import discounted_returns, gae_advantages
 
 __all__ = [
     "MAML",
@@ -40,7 +38,6 @@ __all__ = [
     "BatchedGaussianActor",
     "GaussianMLPPolicy",
     "GaussianPolicy",
-    "LinearFeatureBaseline",
     "MAMLConfig",
     "MAMLIterationStats",
     "OldOutputs",
@@ -49,8 +46,6 @@ __all__ = [
     "adam_step",
     "adapt",
     "check_policy_spaces",
-    "discounted_returns",
-    "gae_advantages",
     "inner_loss",
     "kl",
     "make_maml_vec_env",

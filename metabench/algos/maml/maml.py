@@ -12,7 +12,7 @@ One meta-iteration, in garage's named steps:
    function of the meta-parameters *through* the adaptation (second-order unless
    ``first_order``); with a TRPO step it is constrained by the mean :func:`kl` between old and
    new post-adaptation policies;
-5. :meth:`MAML.meta_optimize`: one :func:`~metabench.algos.trpo.trpo_step`
+5. :meth:`MAML.meta_optimize`: one :func:`~metabench.algos.common.trpo.trpo_step`
    (``outer_optimizer="trpo"``, MAML-TRPO) or ``outer_epochs`` Adam steps
    (``outer_optimizer="adam"``, garage's MAML-PPO and MAML-VPG).
 
@@ -40,8 +40,16 @@ import torch
 from torch.distributions import Normal, kl_divergence
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.common.baseline import LinearFeatureBaseline
+from metabench.algos.common.returns import discounted_returns, gae_advantages
+from metabench.algos.common.trpo import (
+    TRPOStep,
+    flat_grad,
+    hessian_vector_product,
+    line_search_objectives,
+    trpo_step,
+)
 from metabench.algos.implementation import Benchmark, Implementation
-from metabench.algos.maml.baseline import LinearFeatureBaseline
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.maml.losses import policy_gradient_loss
@@ -53,14 +61,6 @@ from metabench.algos.maml.policy import (
     Params,
     check_policy_spaces,
     detached_params,
-)
-from metabench.algos.maml.returns import discounted_returns, gae_advantages
-from metabench.algos.trpo import (
-    TRPOStep,
-    flat_grad,
-    hessian_vector_product,
-    line_search_objectives,
-    trpo_step,
 )
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
@@ -316,7 +316,7 @@ class MAMLIterationStats:
     :param iteration: 0-based index over the algorithm's lifetime.
     :param pre_update_return: mean undiscounted return with the meta-parameters.
     :param post_update_return: mean undiscounted return with the adapted parameters.
-    :param outer: the meta-optimiser's record: a :class:`~metabench.algos.trpo.TRPOStep`
+    :param outer: the meta-optimiser's record: a :class:`~metabench.algos.common.trpo.TRPOStep`
         (accepted, reason, losses, KL, step fraction) or an
         :class:`~metabench.algos.maml.outer.AdamStep`.
     :param time_sampling: seconds stepping envs (both sampling passes).

@@ -4,8 +4,8 @@ garage's ``MAMLPPO`` and ``MAMLVPG`` take one ``torch.optim.Adam`` step (``outer
 ``eps`` 1e-5 from ``make_optimizer``) on the meta-loss per iteration. :func:`adam_step` takes
 ``epochs`` of them on the same episodes (1: garage's), re-adapting from the current
 meta-parameters each time, and records what they did the way
-:class:`~metabench.algos.trpo.TRPOStep` records a TRPO step. The TRPO meta-optimiser is
-:func:`metabench.algos.trpo.trpo_step`.
+:class:`~metabench.algos.common.trpo.TRPOStep` records a TRPO step. The TRPO meta-optimiser is
+:func:`metabench.algos.common.trpo.trpo_step`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from metabench.algos.trpo import TRPOStep
+from metabench.algos.common.trpo import TRPOStep
 
 __all__ = ["AdamStep", "OuterStep", "adam_step"]
 

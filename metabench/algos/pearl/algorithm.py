@@ -34,6 +34,7 @@ import torch
 from stable_baselines3.common.utils import polyak_update
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
+from metabench.algos.common.sb3 import rescale_actions
 from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.pearl.buffers import TaskReplayBuffer, Transitions
 from metabench.algos.pearl.config import PEARLConfig
@@ -51,7 +52,6 @@ from metabench.algos.pearl.networks import (
     sample_actions,
 )
 from metabench.algos.pearl.policy import ExplorationPolicies, RewardInObservation, SinglePolicy
-from metabench.algos.sb3_common import rescale_actions
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
 from metabench.rng import (

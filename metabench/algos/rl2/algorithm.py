@@ -31,6 +31,13 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
+from metabench.algos.common.sb3 import (
+    load_training_state,
+    quiet_logger,
+    rescale_actions,
+    training_state,
+    unclipped_actions,
+)
 from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.rl2.chunked_update import check_chunk_settings
 from metabench.algos.rl2.policy import (
@@ -39,13 +46,6 @@ from metabench.algos.rl2.policy import (
     WholeSequenceLstmPolicy,
 )
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
-from metabench.algos.sb3_common import (
-    load_training_state,
-    quiet_logger,
-    rescale_actions,
-    training_state,
-    unclipped_actions,
-)
 from metabench.data import EpisodeBatch
 from metabench.devices import DeviceError, resolve_device
 from metabench.tasks.base import TaskSampler

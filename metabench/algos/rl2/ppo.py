@@ -6,7 +6,7 @@ differently from sb3-contrib's ``RecurrentPPO``; :class:`RL2RecurrentPPO` can do
 * ``value_baseline="critic"`` (sb3-contrib): a learned value function, trained with the PPO loss,
   GAE from its values, bootstrapped at time-limit ends.
 * ``value_baseline="linear"`` (garage): no learned critic. Before each update a
-  :class:`~metabench.algos.maml.baseline.LinearFeatureBaseline` is fitted on the iteration's
+  :class:`~metabench.algos.common.baseline.LinearFeatureBaseline` is fitted on the iteration's
   trials (each trial one path, so its time feature counts steps from the trial start) to their
   discounted returns, and GAE runs over each trial on its predictions with the value after the
   trial's last step taken as 0 (garage's ``compute_advantages`` pads the baselines with zeros:
@@ -37,8 +37,8 @@ from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 from torch import nn
 
-from metabench.algos.maml.baseline import LinearFeatureBaseline
-from metabench.algos.maml.returns import discounted_returns, gae_advantages
+from metabench.algos.common.baseline import LinearFeatureBaseline
+from metabench.algos.common.returns import discounted_returns, gae_advantages
 from metabench.algos.rl2.chunked_update import check_chunk_settings, chunk_starts, chunked_train
 from metabench.algos.rl2.parallel_update import parallel_train
 from metabench.algos.rl2.update_context import UpdateContext, UpdateStats

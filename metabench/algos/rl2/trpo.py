@@ -3,7 +3,7 @@
 :class:`RL2RecurrentTRPO` keeps everything of :class:`~metabench.algos.rl2.ppo.RL2RecurrentPPO`
 up to the advantages (one whole trial per sub-env per iteration, garage's linear baseline or a
 learned critic, the ``"max"`` entropy bonus) and replaces PPO's epochs with one
-:func:`~metabench.algos.trpo.trpo_step` on the whole batch: conjugate gradient on the exact
+:func:`~metabench.algos.common.trpo.trpo_step` on the whole batch: conjugate gradient on the exact
 Hessian-vector product of the mean ``KL(old || new)``, then a backtracking line search that
 accepts a fraction only if the true KL is at most ``max_kl`` and the surrogate improved.
 
@@ -25,14 +25,14 @@ from gymnasium import spaces
 from stable_baselines3.common.distributions import Distribution, kl_divergence
 from torch.nn import functional
 
-from metabench.algos.rl2.ppo import RL2RecurrentPPO
-from metabench.algos.trpo import (
+from metabench.algos.common.trpo import (
     TRPOStep,
     flat_grad,
     hessian_vector_product,
     line_search_objectives,
     trpo_step,
 )
+from metabench.algos.rl2.ppo import RL2RecurrentPPO
 
 __all__ = ["CRITIC_PREFIXES", "RL2RecurrentTRPO"]
 

@@ -22,18 +22,18 @@ from torch import nn
 from torch.distributions import Normal
 
 from metabench.algos.base import Policy
+from metabench.algos.common.baseline import LinearFeatureBaseline
+from metabench.algos.common.returns import discounted_returns, gae_advantages
+from metabench.algos.common.trpo import flat_grad, flatten, set_flat_params
 from metabench.algos.maml import (
     MAML,
     BatchedGaussianActor,
     GaussianMLPPolicy,
     GaussianPolicy,
-    LinearFeatureBaseline,
     TaskData,
     VectorEpisodeCollector,
     adapt,
     check_policy_spaces,
-    discounted_returns,
-    gae_advantages,
     inner_loss,
     kl,
     make_maml_vec_env,
@@ -41,12 +41,12 @@ from metabench.algos.maml import (
     old_outputs,
     process_episodes,
 )
-from metabench.algos.trpo import flat_grad, flatten, set_flat_params
 from metabench.data import EpisodeBatch, StepType
 from metabench.tasks.base import ListTaskSampler
 from metabench.tasks.toy import PointGoalEnv
 from metabench.vector import MetaBatchVectorEnv
 from metabench.wrappers import Trial
+from tests.factories import episode_batch
 
 F64 = torch.float64
 POINT_GOAL = "metabench/PointGoal-v0"
@@ -317,92 +317,7 @@ def test_meta_loss_and_kl_at_the_old_policy() -> None:
     assert kl(policy, adapted, valid, old).item() == pytest.approx(0.0, abs=1e-12)
 
 
-# -- returns, GAE, baseline --------------------------------------------------------------------
-def ragged(seed: int, lengths: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Padded rewards and values with NaN in the padding, and the valids mask."""
-    rng = np.random.default_rng(seed)
-    valids = (np.arange(max(lengths))[None, :] < np.array(lengths)[:, None]).astype(float)
-    rewards = np.where(valids > 0, rng.normal(size=valids.shape), np.nan)
-    values = np.where(valids > 0, rng.normal(size=valids.shape), np.nan)
-    return rewards, values, valids
-
-
-@pytest.mark.parametrize(("discount", "gae_lambda"), [(0.99, 1.0), (0.9, 0.95), (0.5, 0.0)])
-def test_gae_and_returns_match_a_hand_loop(discount: float, gae_lambda: float) -> None:
-    lengths = [5, 1, 3]
-    rewards, values, valids = ragged(0, lengths)
-    advantages = gae_advantages(rewards, values, valids, discount, gae_lambda)
-    returns = discounted_returns(rewards, valids, discount)
-    for i, length in enumerate(lengths):
-        for t in range(max(lengths)):
-            if t >= length:
-                assert advantages[i, t] == 0.0 and returns[i, t] == 0.0
-                continue
-            expected_adv = 0.0
-            expected_ret = 0.0
-            for k in range(t, length):
-                next_value = values[i, k + 1] if k + 1 < length else 0.0  # 0 after the last step
-                delta = rewards[i, k] + discount * next_value - values[i, k]
-                expected_adv += (discount * gae_lambda) ** (k - t) * delta
-                expected_ret += discount ** (k - t) * rewards[i, k]
-            assert advantages[i, t] == pytest.approx(expected_adv, rel=1e-12, abs=1e-12)
-            assert returns[i, t] == pytest.approx(expected_ret, rel=1e-12, abs=1e-12)
-    if gae_lambda == 1.0:  # GAE(1) is the discounted return minus the baseline
-        np.testing.assert_allclose(advantages, (returns - np.nan_to_num(values)) * valids)
-
-
-def test_gae_rejects_mismatched_shapes_and_bad_factors() -> None:
-    rewards, values, valids = ragged(1, [2, 3])
-    with pytest.raises(ValueError, match="values has shape"):
-        gae_advantages(rewards, values[:, :2], valids, 0.9, 0.9)
-    with pytest.raises(ValueError, match="gae_lambda"):
-        gae_advantages(rewards, values, valids, 0.9, 1.5)
-
-
-def episode_batch(seed: int, lengths: list[int], obs_dim: int = 3) -> EpisodeBatch:
-    """Random episodes, some observations beyond the baseline's clip range of 10."""
-    rng = np.random.default_rng(seed)
-    n = sum(lengths)
-    return EpisodeBatch(
-        observations=rng.normal(scale=6.0, size=(n, obs_dim)),
-        last_observations=rng.normal(size=(len(lengths), obs_dim)),
-        actions=rng.normal(size=(n, 2)),
-        rewards=rng.normal(size=n),
-        step_types=np.full(n, StepType.MID),
-        lengths=np.array(lengths),
-    )
-
-
-def test_linear_baseline_fit_equals_lstsq_on_the_same_features() -> None:
-    episodes = episode_batch(2, [6, 4, 9])
-    targets = np.random.default_rng(3).normal(size=episodes.n_steps)
-    baseline = LinearFeatureBaseline(reg_coeff=1e-3)
-    np.testing.assert_array_equal(baseline.predict(episodes), np.zeros(episodes.n_steps))
-    baseline.fit(episodes, targets)
-
-    rows = []  # garage's features, built step by step
-    for obs_episode in episodes.observations_list:
-        for t, obs in enumerate(obs_episode):
-            clipped = np.clip(obs, -10, 10)
-            s = t / 100
-            rows.append([*clipped, *clipped**2, s, s**2, s**3, 1.0])
-    features = np.array(rows)
-    assert (np.abs(episodes.observations) > 10).any()  # the clip matters in this batch
-    np.testing.assert_allclose(LinearFeatureBaseline.features(episodes), features)
-    # ridge = least squares on [F; sqrt(reg) I] w ~ [y; 0]
-    k = features.shape[1]
-    augmented = np.vstack([features, math.sqrt(1e-3) * np.eye(k)])
-    expected = np.linalg.lstsq(augmented, np.concatenate([targets, np.zeros(k)]), rcond=None)[0]
-    assert baseline.fitted_reg_coeff == 1e-3
-    assert baseline.coeffs is not None
-    np.testing.assert_allclose(baseline.coeffs, expected, rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(
-        baseline.predict(episodes), features @ expected, rtol=1e-7, atol=1e-9
-    )
-    with pytest.raises(ValueError, match="one return per step"):
-        baseline.fit(episodes, targets[:-1])
-
-
+# -- advantages ---------------------------------------------------------------------------------
 def test_process_episodes_normalises_gae_of_the_fitted_baseline() -> None:
     episodes = episode_batch(4, [5, 5, 3], obs_dim=2)
     data = process_episodes(episodes, discount=0.9, gae_lambda=0.8, dtype=F64)

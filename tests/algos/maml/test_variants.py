@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from metabench.algos.common.trpo import TRPOStep, flat_grad, flatten, set_flat_params
 from metabench.algos.maml import (
     MAML,
     AdamStep,
@@ -26,7 +27,6 @@ from metabench.algos.maml import (
     policy_gradient_loss,
 )
 from metabench.algos.maml.maml import GARAGE_VARIANTS
-from metabench.algos.trpo import TRPOStep, flat_grad, flatten, set_flat_params
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.tasks.toy import PointGoalEnv
