@@ -6,6 +6,8 @@ Test modules import these (``from tests.factories import build_tiny``); fixtures
 
 from __future__ import annotations
 
+import io
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,3 +76,22 @@ def episode_batch(seed: int, lengths: list[int], obs_dim: int = 3) -> EpisodeBat
         step_types=np.full(n, StepType.MID),
         lengths=np.array(lengths),
     )
+
+
+def straight_and_resumed(make: Callable[[], Any]) -> tuple[Any, Any]:
+    """Two iterations of ``make()``, and one iteration after another run's first, resumed from
+    its checkpoint read as the harness reads it (``weights_only``); the other run goes on
+    training after the checkpoint, so a resumed copy that shared its state would differ."""
+    straight = make()
+    straight.train(2)
+    first = make()
+    first.train(1)
+    buffer = io.BytesIO()
+    torch.save(first.state_dict(), buffer)
+    buffer.seek(0)
+    state = torch.load(buffer, weights_only=True)
+    first.train(1)
+    resumed = make()
+    resumed.load_state_dict(state)
+    resumed.train(1)
+    return straight, resumed

@@ -1,8 +1,6 @@
 """oracle and multitask: the task in the observation, episode-shaped iterations, exact resume,
 the shared meta-test protocol, and (slow) the oracle beating multitask on PointGoal."""
 
-import io
-
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -19,7 +17,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
 from metabench.tasks.toy import PointGoalEnv
 from metabench.wrappers import Trial
-from tests.factories import policy_parameters
+from tests.factories import policy_parameters, straight_and_resumed
 
 SMALL = ReferenceConfig(n_envs=4, n_epochs=2, hidden_sizes=(8,))
 
@@ -60,18 +58,7 @@ def test_resume_from_a_checkpoint_is_exact(oracle):
     def make() -> ReferencePPO:
         return ReferencePPO("metabench/PointGoal-v0", config=SMALL, oracle=oracle, seed=3)
 
-    straight = make()
-    straight.train(2)
-    first = make()
-    first.train(1)
-    buffer = io.BytesIO()  # through a checkpoint file, read as the harness reads it
-    torch.save(first.state_dict(), buffer)
-    buffer.seek(0)
-    state = torch.load(buffer, weights_only=True)
-    first.train(1)  # move every generator on; the resumed copy must not see that
-    resumed = make()
-    resumed.load_state_dict(state)
-    resumed.train(1)
+    straight, resumed = straight_and_resumed(make)
     for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
         assert torch.equal(a, b)
 

@@ -19,7 +19,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
 from metabench.tasks.toy import PointGoalEnv
 from metabench.wrappers import RL2Env, Trial
-from tests.factories import policy_parameters
+from tests.factories import policy_parameters, straight_and_resumed
 
 LEARNING_ITERATIONS = 100  # 19,200 env steps; six seeds tried here were optimal after 50
 SMALL = RL2PPOConfig(meta_batch_size=4, episodes_per_trial=2, hidden_size=8, n_epochs=2)
@@ -69,14 +69,7 @@ def test_resume_from_state_dict_continues_exactly(options):
     def make():
         return RL2PPO("metabench/Bandit-v0", config=config, seed=3)
 
-    straight = make()
-    straight.train(2)
-    first = make()
-    first.train(1)
-    state = first.state_dict()
-    resumed = make()
-    resumed.load_state_dict(state)
-    resumed.train(1)
+    straight, resumed = straight_and_resumed(make)
     assert resumed.iterations == 2 and resumed.model.num_timesteps == straight.model.num_timesteps
     for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
         assert torch.equal(a, b)

@@ -18,7 +18,7 @@ from metabench.algos.rl2.trpo_algorithm import RL2TRPO, RL2TRPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
-from tests.factories import policy_parameters
+from tests.factories import policy_parameters, straight_and_resumed
 
 SMALL = RL2TRPOConfig(meta_batch_size=4, episodes_per_trial=2, hidden_size=8)
 LEARNING_ITERATIONS = 100  # 28,800 env steps; seeds 0, 1, 2 were optimal after about 30
@@ -98,14 +98,7 @@ def test_resume_from_state_dict_continues_exactly(options):
     def make():
         return RL2TRPO("metabench/Bandit-v0", config=config, seed=3)
 
-    straight = make()
-    straight.train(2)
-    first = make()
-    first.train(1)
-    state = first.state_dict()
-    resumed = make()
-    resumed.load_state_dict(state)
-    resumed.train(1)
+    straight, resumed = straight_and_resumed(make)
     assert resumed.iterations == 2 and resumed.model.num_timesteps == straight.model.num_timesteps
     for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
         assert torch.equal(a, b)
