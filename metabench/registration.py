@@ -42,7 +42,9 @@ RL2_DEFAULTS: dict[str, dict[str, Any]] = {
     "PointGoal": {"episodes_per_trial": 2, "reward_scale": 1.0},
     "Bandit": {"episodes_per_trial": 3, "reward_scale": 1.0},
 }
-"""Default ``episodes_per_trial`` and ``reward_scale`` of each RL2 id."""
+"""Default ``episodes_per_trial`` and ``reward_scale`` of each RL2 id: the benchmark's trial length
+(``envs/*.toml``) and RL2-PPO's reward scale there, written here because registration sits below
+the spec files' reader (``tests/test_registration.py`` checks that they agree)."""
 
 
 def make_rl2_env(

@@ -6,6 +6,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import metabench
+from metabench.harness.algorithms import get_algorithm
+from metabench.harness.benchmarks import get_benchmark
 from metabench.registration import RL2_DEFAULTS, TASK_ENTRY_POINTS
 from metabench.wrappers import RL2Env, Trial
 
@@ -45,7 +47,17 @@ def test_rl2_id_kwargs_reach_wrappers_and_task_env():
     env.reset(seed=0)
     ends = [env.step(np.zeros(6))[3] for _ in range(15)]
     assert ends.index(True) == 14
-    assert RL2_DEFAULTS["ML10"]["episodes_per_trial"] == 10
+
+
+@pytest.mark.parametrize("name", sorted(RL2_DEFAULTS))
+def test_rl2_id_defaults_are_the_benchmarks_and_rl2_ppos(name):
+    """An RL2 id's trial length is its benchmark's, and its reward scale RL2-PPO's there."""
+    spec = get_benchmark("ML1-reach" if name == "ML1" else name)
+    entry = get_algorithm("rl2-ppo")
+    assert RL2_DEFAULTS[name] == {
+        "episodes_per_trial": spec.episodes_per_trial,
+        "reward_scale": entry.hyperparameters(spec, {})["reward_scale"],
+    }
 
 
 @pytest.mark.mujoco
