@@ -21,7 +21,7 @@ import torch
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.common.trpo import flatten
-from metabench.algos.maml import MAML
+from metabench.algos.maml import MAML, functional
 from metabench.algos.maml import maml as maml_module
 from metabench.algos.maml.policy import detached_params
 from metabench.harness.timing import best_times
@@ -46,7 +46,7 @@ def make_outer_steps(
     adapted = [detached_params(algo.adapt(meta, data, create_graph=False)) for data in train_data]
     valid_data = [algo.process(e) for e in algo.collect(tasks, adapted)]
     start = {name: value.clone() for name, value in algo.policy.state_dict().items()}
-    old = maml_module.old_outputs(
+    old = functional.old_outputs(
         algo.policy, [algo.adapt(meta, data) for data in train_data], valid_data
     )
     names = [name for name, _ in algo.policy.named_parameters()]

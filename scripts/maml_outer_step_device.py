@@ -22,7 +22,7 @@ import torch
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.maml import MAML
-from metabench.algos.maml.maml import TaskData
+from metabench.algos.maml.functional import TaskData
 from metabench.algos.maml.policy import GaussianMLPPolicy
 from metabench.devices import device_name, resolve_device
 

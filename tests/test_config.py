@@ -8,7 +8,7 @@ import pytest
 
 from metabench.algos.cem import CEMConfig
 from metabench.algos.cmaes import CMAESConfig
-from metabench.algos.maml.maml import MAMLConfig
+from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
 from metabench.algos.rl2.algorithm import RL2PPOConfig

@@ -4,13 +4,7 @@ Adam outer loop: garage's MAML-TRPO, MAML-PPO and MAML-VPG."""
 
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.algos.maml.config import MAMLConfig
-from metabench.algos.maml.losses import POLICY_GRADIENT_LOSSES, policy_gradient_loss
-from metabench.algos.maml.maml import (
-    MAML,
-    MAML_PPO,
-    MAML_TRPO,
-    MAML_VPG,
-    MAMLIterationStats,
+from metabench.algos.maml.functional import (
     OldOutputs,
     TaskData,
     adapt,
@@ -20,6 +14,8 @@ from metabench.algos.maml.maml import (
     old_outputs,
     process_episodes,
 )
+from metabench.algos.maml.losses import POLICY_GRADIENT_LOSSES, policy_gradient_loss
+from metabench.algos.maml.maml import MAML, MAMLIterationStats
 from metabench.algos.maml.outer import AdamStep, adam_step
 from metabench.algos.maml.policy import (
     BatchedGaussianActor,
@@ -27,6 +23,7 @@ from metabench.algos.maml.policy import (
     GaussianPolicy,
     check_policy_spaces,
 )
+from metabench.algos.maml.variants import MAML_PPO, MAML_TRPO, MAML_VPG
 
 __all__ = [
     "MAML",

@@ -3,7 +3,7 @@
 garage's torch ``MAML`` takes an inner algorithm (``VPG``, ``PPO`` or ``TRPO``) and uses its loss
 both for the inner step and, on the post-update episodes, as the meta-loss. Here the kind of loss
 is a name, chosen separately for the two places (``inner_loss`` and ``outer_loss`` of
-:class:`~metabench.algos.maml.maml.MAMLConfig`):
+:class:`~metabench.algos.maml.config.MAMLConfig`):
 
 * ``"vpg"``: ``-mean_t(log pi(a_t|s_t) * A_t)``, REINFORCE with a baseline (garage's ``VPG``,
   MAML's original inner loss);

@@ -4,14 +4,16 @@ choice of inner loss and meta-optimiser (garage's torch ``MAML(inner_algo, meta_
 One meta-iteration, in garage's named steps:
 
 1. :meth:`MAML.collect` episodes of every task of a meta-batch with the meta-parameters;
-2. :func:`adapt`: ``num_grad_updates`` SGD steps on the :func:`inner_loss` of those episodes
-   (``inner_loss``: ``"vpg"``, ``"trpo"`` or ``"ppo"``, see :mod:`~metabench.algos.maml.losses`),
-   giving one adapted parameter set per task;
+2. :func:`~metabench.algos.maml.functional.adapt`: ``num_grad_updates`` SGD steps on the
+   :func:`~metabench.algos.maml.functional.inner_loss` of those episodes (``inner_loss``:
+   ``"vpg"``, ``"trpo"`` or ``"ppo"``, see :mod:`~metabench.algos.maml.losses`), giving one
+   adapted parameter set per task;
 3. collect again with each task's adapted parameters;
-4. :func:`meta_loss`: the ``outer_loss`` of the post-adaptation policies on those episodes, as a
-   function of the meta-parameters *through* the adaptation (second-order unless
-   ``first_order``); with a TRPO step it is constrained by the mean :func:`kl` between old and
-   new post-adaptation policies;
+4. :func:`~metabench.algos.maml.functional.meta_loss`: the ``outer_loss`` of the
+   post-adaptation policies on those episodes, as a function of the meta-parameters *through*
+   the adaptation (second-order unless ``first_order``); with a TRPO step it is constrained by
+   the mean :func:`~metabench.algos.maml.functional.kl` between old and new post-adaptation
+   policies;
 5. :meth:`MAML.meta_optimize`: one :func:`~metabench.algos.common.trpo.trpo_step`
    (``outer_optimizer="trpo"``, MAML-TRPO) or ``outer_epochs`` Adam steps
    (``outer_optimizer="adam"``, garage's MAML-PPO and MAML-VPG).
@@ -32,16 +34,13 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
-from torch.distributions import Normal, kl_divergence
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.common.baseline import LinearFeatureBaseline
-from metabench.algos.common.returns import discounted_returns, gae_advantages
 from metabench.algos.common.trpo import (
     TRPOStep,
     flat_grad,
@@ -49,10 +48,18 @@ from metabench.algos.common.trpo import (
     line_search_objectives,
     trpo_step,
 )
-from metabench.algos.implementation import Benchmark, Implementation
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.algos.maml.config import MAMLConfig
-from metabench.algos.maml.losses import policy_gradient_loss
+from metabench.algos.maml.functional import (
+    OldOutputs,
+    TaskData,
+    adapt,
+    inner_loss,
+    kl,
+    meta_loss,
+    old_outputs,
+    process_episodes,
+)
 from metabench.algos.maml.outer import AdamStep, OuterStep, adam_step
 from metabench.algos.maml.policy import (
     BatchedGaussianActor,
@@ -67,245 +74,10 @@ from metabench.devices import resolve_device, to_cpu
 from metabench.rng import ALGORITHM_EVALUATION_TORCH, ALGORITHM_NUMPY, ALGORITHM_TORCH
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
 from metabench.threads import torch_threads
-from metabench.validation import check_count, config_dict
 
-__all__ = [
-    "MAML",
-    "MAML_PPO",
-    "MAML_TRPO",
-    "MAML_VPG",
-    "MAMLConfig",
-    "MAMLIterationStats",
-    "OldOutputs",
-    "TaskData",
-    "adapt",
-    "inner_loss",
-    "kl",
-    "meta_loss",
-    "old_outputs",
-    "process_episodes",
-]
+__all__ = ["MAML", "MAMLIterationStats"]
 
 logger = logging.getLogger(__name__)
-
-ADVANTAGE_EPS = 1e-8
-"""Added to the advantage std when normalising (garage's VPG ``center_adv``)."""
-
-
-# -- data --------------------------------------------------------------------------------------
-class TaskData(NamedTuple):
-    """One task's episodes as loss inputs: every real step (``M`` of them), in the batch's flat
-    order."""
-
-    observations: torch.Tensor
-    """``(M, obs_dim)``."""
-    actions: torch.Tensor
-    """``(M, action_dim)``."""
-    advantages: torch.Tensor
-    """``(M,)`` normalised GAE advantages (constants to the losses)."""
-
-
-def process_episodes(
-    episodes: EpisodeBatch,
-    discount: float,
-    gae_lambda: float,
-    dtype: torch.dtype = torch.float32,
-    normalize: bool = True,
-    scale: str = "std",
-    device: torch.device | None = None,
-) -> TaskData:
-    """Fit a fresh :class:`LinearFeatureBaseline` to ``episodes`` and turn them into loss inputs.
-
-    The baseline is fitted per task batch on the discounted returns of the very episodes it is
-    used on, as in garage's ``VPG._compute_advantage`` and pytorch-maml-rl's
-    ``BatchEpisodes.compute_advantages``. Advantages are normalised to mean 0 and std 1 over
-    all real steps of the batch (both repos do; it makes ``inner_lr`` independent of the reward
-    scale).
-
-    :param episodes: one task's episodes.
-    :param discount: reward discount.
-    :param gae_lambda: GAE's lambda (1.0: Monte-Carlo returns minus the baseline).
-    :param dtype: the policy's dtype.
-    :param normalize: normalise the advantages.
-    :param scale: divide the centred advantages by their ``"std"``, or by their ``"variance"``
-        as Meta-World+ does (its inner step is then smaller wherever the advantages spread by
-        more than 1).
-    :param device: where the tensors go (``None``: the CPU); the baseline is fitted on the CPU.
-    """
-    valids = episodes.valids
-    real = valids.astype(bool)
-    returns = discounted_returns(episodes.padded_rewards, valids, discount)
-    baseline = LinearFeatureBaseline()
-    baseline.fit(episodes, returns[real])
-    values = episodes.padded(baseline.predict(episodes))
-    advantages = gae_advantages(episodes.padded_rewards, values, valids, discount, gae_lambda)
-    flat = advantages[real]  # row-major over (episode, time): the batch's flat order
-    if normalize:
-        spread = flat.var() if scale == "variance" else flat.std()
-        flat = (flat - flat.mean()) / (spread + ADVANTAGE_EPS)
-    n_steps = episodes.n_steps
-    return TaskData(
-        observations=torch.as_tensor(
-            episodes.observations.reshape(n_steps, -1), dtype=dtype, device=device
-        ),
-        actions=torch.as_tensor(episodes.actions.reshape(n_steps, -1), dtype=dtype, device=device),
-        advantages=torch.as_tensor(flat, dtype=dtype, device=device),
-    )
-
-
-class OldOutputs(NamedTuple):
-    """The old post-adaptation policy on one task's validation steps (detached)."""
-
-    mean: torch.Tensor
-    log_std: torch.Tensor
-
-
-# -- the named steps as functions ----------------------------------------------------------------
-def inner_loss(
-    policy: GaussianMLPPolicy,
-    params: Mapping[str, torch.Tensor],
-    data: TaskData,
-    loss: str = "vpg",
-    old_log_likelihood: torch.Tensor | None = None,
-    clip_range: float = 0.5,
-) -> torch.Tensor:
-    """The inner algorithm's loss of ``params`` on ``data``, averaged over every real step.
-
-    ``"vpg"`` (the default, garage's ``VPG``, MAML's inner algorithm) is
-    ``-mean_t(log pi(a_t|s_t) * A_t)``; ``"trpo"`` and ``"ppo"`` weigh by the ratio to the
-    policy that collected ``data``, whose log-likelihood is ``old_log_likelihood``
-    (see :func:`~metabench.algos.maml.losses.policy_gradient_loss`)."""
-    log_likelihood = policy.log_likelihood(data.observations, data.actions, params)
-    if loss == "vpg":
-        return -(log_likelihood * data.advantages).mean()
-    return policy_gradient_loss(
-        loss, log_likelihood, data.advantages, old_log_likelihood, clip_range
-    )
-
-
-def adapt(
-    policy: GaussianMLPPolicy,
-    params: Mapping[str, torch.Tensor],
-    data: TaskData,
-    inner_lr: float,
-    num_grad_updates: int,
-    create_graph: bool,
-    loss: str = "vpg",
-    clip_range: float = 0.5,
-    behaviour_log_likelihood: torch.Tensor | None = None,
-) -> Params:
-    """``num_grad_updates`` SGD steps ``params <- params - inner_lr * grad inner_loss(params)``.
-
-    Functional: ``params`` is not modified, a new dict is returned. With ``create_graph`` the
-    result is differentiable to second order w.r.t. ``params`` (MAML's meta-gradient through the
-    inner step, Finn et al. eq. 1); without it the inner gradients are constants, the
-    first-order approximation (FOMAML). Parameters that do not require grad (a detached
-    meta-test copy) are made to, so that the inner gradient exists.
-
-    With a ratio ``loss`` (``"trpo"``, ``"ppo"``) every step's ratio is to the policy that
-    collected ``data``: ``behaviour_log_likelihood`` (detached), by default the policy at
-    ``params`` (garage keeps its old policy there too). It is data, a constant to the
-    meta-gradient, whose second-order term then carries ``grad log pi grad log pi^T A``: in
-    expectation, how the pre-update episodes' distribution depends on the meta-parameters
-    (ProMP's low-variance curvature estimator). Finite differences that move the behaviour
-    policy with ``params`` see the ``"vpg"`` meta-gradient instead.
-
-    :raises ValueError: if ``num_grad_updates < 1`` or ``inner_lr <= 0``.
-    """
-    _check_inner(inner_lr, num_grad_updates)
-    current: Params = {
-        name: tensor if tensor.requires_grad else tensor.detach().requires_grad_()
-        for name, tensor in params.items()
-    }
-    old_log_likelihood = behaviour_log_likelihood
-    if loss != "vpg" and old_log_likelihood is None:
-        with torch.no_grad():
-            old_log_likelihood = policy.log_likelihood(data.observations, data.actions, current)
-    for _ in range(num_grad_updates):
-        value = inner_loss(policy, current, data, loss, old_log_likelihood, clip_range)
-        grads = torch.autograd.grad(value, list(current.values()), create_graph=create_graph)
-        current = {
-            name: tensor - inner_lr * grad
-            for (name, tensor), grad in zip(current.items(), grads, strict=True)
-        }
-    return current
-
-
-def old_outputs(
-    policy: GaussianMLPPolicy, adapted: Sequence[Params], valid_data: Sequence[TaskData]
-) -> list[OldOutputs]:
-    """The post-adaptation policies' outputs at their validation steps, frozen as the "old"
-    policies of the TRPO surrogate and KL (pytorch-maml-rl's ``detach_distribution``)."""
-    outputs = []
-    with torch.no_grad():
-        for params, data in zip(adapted, valid_data, strict=True):
-            mean, log_std = policy.mean_log_std(data.observations, params)
-            outputs.append(OldOutputs(mean.detach(), log_std.detach()))
-    return outputs
-
-
-def meta_loss(
-    policy: GaussianMLPPolicy,
-    adapted: Sequence[Params],
-    valid_data: Sequence[TaskData],
-    old: Sequence[OldOutputs],
-    loss: str = "trpo",
-    clip_range: float = 0.5,
-) -> torch.Tensor:
-    """The ``loss`` of the post-adaptation policies, averaged over tasks: by default the TRPO
-    surrogate ``-mean_t(pi_new(a|s) / pi_old(a|s) * A_t)``.
-
-    ``pi_new`` is each task's adapted policy as a function of the meta-parameters; ``pi_old`` is
-    the same policy frozen when the episodes were collected, so the ratio is 1 at the start of
-    the update and its gradient is the post-adaptation policy gradient. ``"ppo"`` clips the
-    ratio to ``1 +- clip_range``; ``"vpg"`` is ``-mean_t(log pi_new(a|s) * A_t)``.
-    """
-    losses = []
-    for params, data, frozen in zip(adapted, valid_data, old, strict=True):
-        new_log_likelihood = policy.log_likelihood(data.observations, data.actions, params)
-        if loss == "vpg":
-            losses.append(-(new_log_likelihood * data.advantages).mean())
-            continue
-        old_log_likelihood = (
-            Normal(frozen.mean, frozen.log_std.exp()).log_prob(data.actions).sum(-1)
-        )
-        if loss == "trpo":
-            ratio = torch.exp(new_log_likelihood - old_log_likelihood)
-            losses.append(-(ratio * data.advantages).mean())
-            continue
-        losses.append(
-            policy_gradient_loss(
-                loss, new_log_likelihood, data.advantages, old_log_likelihood, clip_range
-            )
-        )
-    return torch.stack(losses).mean()
-
-
-def kl(
-    policy: GaussianMLPPolicy,
-    adapted: Sequence[Params],
-    valid_data: Sequence[TaskData],
-    old: Sequence[OldOutputs],
-) -> torch.Tensor:
-    """Mean ``KL(pi_old || pi_new)`` over each task's validation steps, then over tasks.
-
-    The direction of the TRPO paper's constraint (eq. 12); at ``pi_new = pi_old`` both
-    directions have the same value (0), gradient (0) and Hessian (the Fisher matrix).
-    """
-    kls = []
-    for params, data, frozen in zip(adapted, valid_data, old, strict=True):
-        mean, log_std = policy.mean_log_std(data.observations, params)
-        per_step = kl_divergence(
-            Normal(frozen.mean, frozen.log_std.exp()), Normal(mean, log_std.exp())
-        ).sum(-1)
-        kls.append(per_step.mean())
-    return torch.stack(kls).mean()
-
-
-def _check_inner(inner_lr: float, num_grad_updates: int) -> None:
-    if not inner_lr > 0:
-        raise ValueError(f"inner_lr must be positive, got {inner_lr}")
-    check_count("num_grad_updates", num_grad_updates, hint="the inner gradient steps")
 
 
 # -- the algorithm -------------------------------------------------------------------------------
@@ -818,81 +590,3 @@ class MAML(MetaRLAlgorithm):
 def _mean_return(batches: Sequence[EpisodeBatch]) -> float:
     """Mean undiscounted episode return over all episodes of all batches."""
     return float(np.mean(np.concatenate([batch.episode_returns() for batch in batches])))
-
-
-# -- the entry points of baselines/maml-{trpo,ppo,vpg}.toml ---------------------------------------
-GARAGE_VARIANTS: dict[str, dict[str, Any]] = {
-    "trpo": {},
-    "ppo": {"inner_loss": "ppo", "outer_loss": "ppo", "outer_optimizer": "adam"},
-    "vpg": {"inner_loss": "vpg", "outer_loss": "vpg", "outer_optimizer": "adam"},
-}
-"""What makes :class:`MAMLConfig` garage's ``MAMLTRPO``, ``MAMLPPO`` or ``MAMLVPG``: the inner
-algorithm's loss (garage uses it for the inner step and the meta-loss; MAML-TRPO keeps
-pytorch-maml-rl's likelihood-ratio meta-loss) and the meta-optimiser."""
-
-
-def _defaults_of(variant: str) -> Callable[[Benchmark], dict[str, Any]]:
-    def defaults(spec: Benchmark) -> dict[str, Any]:
-        return config_dict(MAMLConfig(**GARAGE_VARIANTS[variant]))
-
-    defaults.__name__ = f"maml_{variant}_defaults"
-    return defaults
-
-
-def _build_maml(
-    spec: Benchmark,
-    seed: int,
-    hyperparameters: dict[str, Any],
-    log_dir: str | None,
-    cpus: int | None = None,
-    device: str = "cpu",
-) -> MetaRLAlgorithm:
-    config = MAMLConfig(**hyperparameters)
-    env_kwargs = spec.train_env_kwargs(seed)
-    num_envs = config.meta_batch_size * config.episodes_per_task
-    vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
-    if spec.metaworld is not None:
-        # Meta-World: the sub-envs sharded across worker processes, one per core (at most
-        # `cpus`), each stepping its shard in a loop (the same results as in-process)
-        from metabench.vector.sharded import make_sharded_task_env
-
-        # (the collector reads no infos: the workers send none)
-        vec_env = make_sharded_task_env(
-            spec.env_id, num_envs, n_workers=cpus, info_keys=(), **env_kwargs
-        )
-    elif gym.spec(spec.env_id).vector_entry_point is not None:
-        # a batched vector env (HalfCheetah: all cheetahs stepped as one) instead of one
-        # Python env per episode; the collector talks to both through the same API
-        # (stepped on at most `cpus` processes, the calling one included: same results)
-        kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"nthread": cpus})}
-        vec_env = gym.make_vec(
-            spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
-        )
-    try:
-        return MAML(
-            spec.env_id,
-            spec.train_sampler(seed),
-            config,
-            seed=seed,
-            env_kwargs=env_kwargs,
-            vec_env=vec_env,
-            device=device,
-        )
-    except BaseException:
-        if vec_env is not None:  # do not leak its worker processes
-            vec_env.close()
-        raise
-
-
-_CONFIG = "metabench.algos.maml.maml:MAMLConfig"
-
-MAML_TRPO = Implementation(_defaults_of("trpo"), _build_maml, config=_CONFIG)
-"""MAML-TRPO on a benchmark: ``entry_point = "metabench.algos.maml:MAML_TRPO"``."""
-
-MAML_PPO = Implementation(_defaults_of("ppo"), _build_maml, config=_CONFIG)
-"""MAML-PPO (PPO's clipped loss inside and out, Adam outer step):
-``entry_point = "metabench.algos.maml:MAML_PPO"``."""
-
-MAML_VPG = Implementation(_defaults_of("vpg"), _build_maml, config=_CONFIG)
-"""MAML-VPG (the vanilla policy gradient inside and out, Adam outer step):
-``entry_point = "metabench.algos.maml:MAML_VPG"``."""

@@ -26,7 +26,7 @@ from metabench.algos.maml import (
     old_outputs,
     policy_gradient_loss,
 )
-from metabench.algos.maml.maml import GARAGE_VARIANTS
+from metabench.algos.maml.variants import GARAGE_VARIANTS
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.tasks.toy import PointGoalEnv
