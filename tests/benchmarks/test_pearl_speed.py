@@ -7,8 +7,8 @@ Run with ``make bench``.
 from __future__ import annotations
 
 import pytest
-import torch
 
+from metabench.threads import torch_threads
 from scripts.bench_pearl_step import measure
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.mujoco]
@@ -17,12 +17,8 @@ ROUNDS, STEPS = 3, 3
 
 
 def test_pearl_step_costs_at_most_1_5_sac_steps(record_ratio):
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         per_step = measure(ROUNDS, STEPS)
-    finally:
-        torch.set_num_threads(threads)
     ratio = per_step["pearl"] / per_step["sb3 sac"]
     print(
         f"\ngradient step, 16 tasks x 256 transitions, best of {ROUNDS}: PEARL "
