@@ -12,6 +12,7 @@ imports the harness. This package's own names are the interface every algorithm 
 """
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch, PolicyList
-from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.benchmark import Benchmark
+from metabench.algos.implementation import Implementation
 
 __all__ = ["Benchmark", "Implementation", "MetaRLAlgorithm", "Policy", "PolicyBatch", "PolicyList"]

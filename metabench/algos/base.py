@@ -20,11 +20,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import gymnasium as gym
 import numpy as np
 
+from metabench.algos.benchmark import Benchmark
 from metabench.data import EpisodeBatch
 from metabench.rng import isolated_global_rng
 
@@ -89,6 +90,47 @@ class MetaRLAlgorithm(abc.ABC):
     meta-train). Every algorithm sets it (a class attribute, or in ``__init__``): the harness
     turns a budget of environment steps into iterations with it, and refuses an algorithm that
     does not say."""
+
+    uses_device: ClassVar[bool] = False
+    """Whether :meth:`from_benchmark` puts networks on ``device`` (the torch algorithms); the
+    others run on the CPU whatever ``--device`` says, and their runs record no device."""
+
+    @classmethod
+    def from_benchmark(
+        cls,
+        spec: Benchmark,
+        config: Any,
+        *,
+        seed: int,
+        log_dir: str | None = None,
+        cpus: int | None = None,
+        device: str = "cpu",
+    ) -> Self:
+        """The algorithm on a benchmark, as the harness builds it: every algorithm is built
+        through this one signature.
+
+        :param config: the algorithm's config object (its :class:`Implementation`'s
+            ``config``), resolved and recorded by the harness.
+        :param log_dir: the run's TensorBoard folder (``None``: no logging).
+        :param cpus: the cores the run may use (``None``: no bound); worker processes never
+            change the numbers.
+        :param device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (:mod:`metabench.devices`); used
+            where :attr:`uses_device`.
+
+        The default calls the constructor that the torch algorithms share,
+        ``cls(env, sampler, config, *, seed, env_kwargs, log_dir, cpus, device)``, on the
+        benchmark's train env and task sampler; an algorithm built otherwise overrides it.
+        """
+        return cls(  # type: ignore[call-arg]
+            spec.env_id,
+            spec.train_sampler(seed),
+            config,
+            seed=seed,
+            env_kwargs=spec.train_env_kwargs(seed),
+            log_dir=log_dir,
+            cpus=cpus,
+            device=device,
+        )
 
     @abc.abstractmethod
     def train(self, n_iterations: int) -> dict[str, float]:

@@ -15,12 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from metabench.algos.implementation import Implementation
 from metabench.algos.policy_search import (
     PolicySearch,
     Search,
     check_count,
+    check_generation,
     check_positive,
-    search_implementation,
+    population_defaults,
 )
 from metabench.validation import check_config, check_number, option
 
@@ -167,5 +169,5 @@ class CEM(PolicySearch):
 
 
 # -- the entry point of baselines/cem.toml ---------------------------------------------------------
-CEM_IMPLEMENTATION = search_implementation(CEM, CEMConfig, "CEM")
+CEM_IMPLEMENTATION = Implementation(CEM, CEMConfig, population_defaults, check_generation("CEM"))
 """CEM on a benchmark: ``entry_point = "metabench.algos.cem:CEM_IMPLEMENTATION"``."""

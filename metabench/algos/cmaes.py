@@ -14,12 +14,14 @@ from typing import Any
 import cma
 import numpy as np
 
+from metabench.algos.implementation import Implementation
 from metabench.algos.policy_search import (
     PolicySearch,
     Search,
     check_count,
+    check_generation,
     check_positive,
-    search_implementation,
+    population_defaults,
 )
 from metabench.validation import check_config, option
 
@@ -114,5 +116,7 @@ class CMAES(PolicySearch):
 
 
 # -- the entry point of baselines/cmaes.toml -------------------------------------------------------
-CMAES_IMPLEMENTATION = search_implementation(CMAES, CMAESConfig, "CMA-ES")
+CMAES_IMPLEMENTATION = Implementation(
+    CMAES, CMAESConfig, population_defaults, check_generation("CMA-ES")
+)
 """CMA-ES on a benchmark: ``entry_point = "metabench.algos.cmaes:CMAES_IMPLEMENTATION"``."""

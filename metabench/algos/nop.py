@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.benchmark import Benchmark
+from metabench.algos.implementation import Implementation
 from metabench.data import EpisodeBatch
-from metabench.validation import check_config, check_count, config_dict, option
+from metabench.validation import check_config, check_count, option
 
 __all__ = ["NOP", "NOPConfig", "NOPPolicy"]
 
@@ -128,6 +129,24 @@ class NOP(MetaRLAlgorithm):
         self.n_iterations = 0
         self._rng = np.random.default_rng(seed)
 
+    @classmethod
+    def from_benchmark(
+        cls,
+        spec: Benchmark,
+        config: NOPConfig,
+        *,
+        seed: int,
+        log_dir: str | None = None,
+        cpus: int | None = None,
+        device: str = "cpu",
+    ) -> Self:
+        """NOP on the meta-test env's action space (the rest is unused)."""
+        env = spec.make_test_env(seed)
+        try:
+            return cls(env.action_space, action=config.action, seed=seed)
+        finally:
+            env.close()
+
     def train(self, n_iterations: int) -> dict[str, float]:
         """Learn nothing; only count ``n_iterations``. Returns ``{}``: no meta-training numbers."""
         self.n_iterations += check_count("n_iterations", n_iterations, 0)
@@ -152,18 +171,5 @@ class NOP(MetaRLAlgorithm):
 
 
 # -- the entry point of baselines/nop.toml ---------------------------------------------------------
-def _nop_defaults(spec: Benchmark) -> dict[str, Any]:
-    return config_dict(NOPConfig())
-
-
-def _build_nop(
-    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
-) -> MetaRLAlgorithm:
-    env = spec.make_test_env(seed)
-    return NOP(env.action_space, action=hyperparameters["action"], seed=seed)
-
-
-NOP_IMPLEMENTATION = Implementation(
-    _nop_defaults, _build_nop, config="metabench.algos.nop:NOPConfig"
-)
+NOP_IMPLEMENTATION = Implementation(NOP, NOPConfig)
 """NOP on a benchmark: ``entry_point = "metabench.algos.nop:NOP_IMPLEMENTATION"``."""

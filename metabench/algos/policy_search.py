@@ -32,14 +32,14 @@ from __future__ import annotations
 import abc
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Self
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.benchmark import Benchmark
 from metabench.data import EpisodeBatch
 from metabench.validation import check_count, check_number, config_dict
 from metabench.wrappers import RL2Env
@@ -51,7 +51,7 @@ __all__ = [
     "SearchPolicy",
     "check_generation",
     "check_spaces",
-    "search_population",
+    "population_defaults",
 ]
 
 
@@ -278,6 +278,25 @@ class PolicySearch(MetaRLAlgorithm):
         self.n_iterations = 0
         self._rng = np.random.default_rng(seed)
 
+    @classmethod
+    def from_benchmark(
+        cls,
+        spec: Benchmark,
+        config: Any,
+        *,
+        seed: int,
+        log_dir: str | None = None,
+        cpus: int | None = None,
+        device: str = "cpu",
+    ) -> Self:
+        """The search on the meta-test env's spaces, its config's fields as keywords (the rest is
+        unused)."""
+        env = spec.make_test_env(seed)
+        try:
+            return cls(env.action_space, env.observation_space, seed=seed, **config_dict(config))
+        finally:
+            env.close()
+
     @abc.abstractmethod
     def make_search(self, rng: np.random.Generator) -> Search:
         """A new search for one task, drawing its randomness from ``rng`` only."""
@@ -330,19 +349,20 @@ class PolicySearch(MetaRLAlgorithm):
 
 
 # -- what CEM's and CMA-ES's entry points share ----------------------------------------------------
-def search_population(spec: Benchmark) -> int:
-    """Candidates per generation that fit the benchmark's exploration episodes: all of them in
-    one generation when there are few, else two generations."""
+def population_defaults(spec: Benchmark) -> dict[str, Any]:
+    """The default population on a benchmark: candidates per generation that fit its
+    exploration episodes (all of them in one generation when there are few, else two
+    generations)."""
     episodes = spec.exploration_episodes
-    return max(2, episodes if episodes < 4 else episodes // 2)
+    return {"n_samples": max(2, episodes if episodes < 4 else episodes // 2)}
 
 
-def check_generation(name: str) -> Callable[[Benchmark, dict[str, Any]], None]:
+def check_generation(name: str) -> Callable[[Benchmark, Any], None]:
     """A check that one generation of ``name``'s search fits the benchmark's exploration
     episodes: with fewer, the search never updates and scores exactly as NOP does."""
 
-    def check(spec: Benchmark, values: dict[str, Any]) -> None:
-        n_samples, episodes = values.get("n_samples"), spec.exploration_episodes
+    def check(spec: Benchmark, config: Any) -> None:
+        n_samples, episodes = config.n_samples, spec.exploration_episodes
         if n_samples is not None and n_samples > episodes:
             fix = (
                 f"set n_samples to at most {episodes} (--set n_samples={episodes})"
@@ -357,25 +377,3 @@ def check_generation(name: str) -> Callable[[Benchmark, dict[str, Any]], None]:
             )
 
     return check
-
-
-def search_implementation(algorithm: type[PolicySearch], config: type, name: str) -> Implementation:
-    """The entry point of a policy search's baseline file: its config's defaults with a
-    population sized to the benchmark, built on the meta-test env's spaces, and refused where
-    one generation does not fit the exploration episodes."""
-
-    def defaults(spec: Benchmark) -> dict[str, Any]:
-        return {**config_dict(config()), "n_samples": search_population(spec)}
-
-    def build(
-        spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
-    ) -> MetaRLAlgorithm:
-        env = spec.make_test_env(seed)
-        return algorithm(env.action_space, env.observation_space, seed=seed, **hyperparameters)
-
-    return Implementation(
-        defaults,
-        build,
-        config=f"{config.__module__}:{config.__qualname__}",
-        check_benchmark=check_generation(name),
-    )

@@ -21,7 +21,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -36,7 +36,7 @@ from metabench.algos.common.sb3 import (
     rescale_actions,
     training_state,
 )
-from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.implementation import Implementation
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device
 from metabench.tasks.base import Task, TaskSampler
@@ -44,7 +44,14 @@ from metabench.validation import check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN
 
-__all__ = ["ReferenceConfig", "ReferencePPO", "TaskInObservation", "task_features"]
+__all__ = [
+    "MultitaskPPO",
+    "OraclePPO",
+    "ReferenceConfig",
+    "ReferencePPO",
+    "TaskInObservation",
+    "task_features",
+]
 
 
 def task_features(task: Task) -> np.ndarray:
@@ -164,39 +171,44 @@ class ReferencePolicy(Policy):
 
 
 class ReferencePPO(MetaRLAlgorithm):
-    """PPO on the task distribution, with (``oracle``) or without (``multitask``) the task in
-    its observation; see the module docstring.
+    """PPO on the task distribution, with (:class:`OraclePPO`) or without
+    (:class:`MultitaskPPO`) the task in its observation; see the module docstring.
 
     :param env: a task env id or a task env factory.
     :param sampler: training tasks; ``None`` uses the task env's ``sample_tasks``.
     :param config: hyperparameters.
-    :param oracle: append the task to the observation (``oracle``) or not (``multitask``).
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env.
+    :param log_dir: SB3's TensorBoard folder (``None``: no logging).
+    :param cpus: unused (the sub-envs step in this process).
     :param device: where PPO acts and trains (``"auto"``, ``"cpu"``, ``"cuda"``).
 
     Example::
 
         >>> import metabench
         >>> config = ReferenceConfig(n_envs=4)
-        >>> algo = ReferencePPO("metabench/PointGoal-v0", config=config, oracle=True)
+        >>> algo = OraclePPO("metabench/PointGoal-v0", config=config)
         >>> algo.steps_per_iteration  # 4 episodes of 20 steps
         80
     """
+
+    oracle: ClassVar[bool]
+    """Whether the task is appended to the observation."""
+    uses_device = True
 
     def __init__(
         self,
         env: Any,
         sampler: TaskSampler | None = None,
         config: ReferenceConfig | None = None,
-        oracle: bool = False,
+        *,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
-        tensorboard_log: str | None = None,
+        log_dir: str | None = None,
+        cpus: int | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or ReferenceConfig()
-        self.oracle = oracle
         self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
             env,
             config.n_envs,
@@ -227,11 +239,11 @@ class ReferencePPO(MetaRLAlgorithm):
                 "net_arch": list(config.hidden_sizes),
                 "log_std_init": config.log_std_init,
             },
-            tensorboard_log=tensorboard_log,
+            tensorboard_log=log_dir,
             seed=seed,
             device=resolve_device(device),
         )
-        quiet_logger(self.model, tensorboard_log)
+        quiet_logger(self.model, log_dir)
         self.iterations = 0
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
@@ -280,40 +292,20 @@ class ReferencePPO(MetaRLAlgorithm):
         self.iterations = load_training_state(self.model, self.venv, state)
 
 
+class MultitaskPPO(ReferencePPO):
+    """``multitask``: PPO that sees the task env's observation only."""
+
+    oracle = False
+
+
+class OraclePPO(ReferencePPO):
+    """``oracle``: PPO that sees the task appended to its observation."""
+
+    oracle = True
+
+
 # -- the entry points of baselines/oracle.toml and baselines/multitask.toml ------------------------
-def _reference_defaults(spec: Benchmark) -> dict[str, Any]:
-    return config_dict(ReferenceConfig())
-
-
-def _build_reference(
-    oracle: bool,
-    spec: Benchmark,
-    seed: int,
-    hyperparameters: dict[str, Any],
-    log_dir: str | None,
-    device: str = "cpu",
-) -> MetaRLAlgorithm:
-    return ReferencePPO(
-        spec.env_id,
-        sampler=spec.train_sampler(seed),
-        config=ReferenceConfig(**hyperparameters),
-        oracle=oracle,
-        seed=seed,
-        env_kwargs=spec.train_env_kwargs(seed),
-        tensorboard_log=log_dir,
-        device=device,
-    )
-
-
-ORACLE = Implementation(
-    _reference_defaults,
-    functools.partial(_build_reference, True),
-    config="metabench.algos.reference:ReferenceConfig",
-)
+ORACLE = Implementation(OraclePPO, ReferenceConfig)
 """PPO that sees the task: ``entry_point = "metabench.algos.reference:ORACLE"``."""
-MULTITASK = Implementation(
-    _reference_defaults,
-    functools.partial(_build_reference, False),
-    config="metabench.algos.reference:ReferenceConfig",
-)
+MULTITASK = Implementation(MultitaskPPO, ReferenceConfig)
 """PPO on the task distribution: ``entry_point = "metabench.algos.reference:MULTITASK"``."""

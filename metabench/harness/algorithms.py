@@ -1,9 +1,10 @@
 """Algorithms by name: ``baselines/*.toml`` (settings, sources, profiles), each naming the
 :class:`~metabench.algos.implementation.Implementation` that builds it in its ``entry_point``.
 
-A run's hyperparameters are, in order: the implementation's defaults for the benchmark, then each
-``[benchmarks.<name or glob>]`` table of the baseline file that matches the benchmark, then the
-overrides of the run (``--set``, or a grid profile's ``set``). Every one ends up in the run's
+A run's hyperparameters are, in order: the defaults of the implementation's config dataclass on
+the benchmark, then the baseline file's ``[defaults]`` table, then each
+``[benchmarks.<name or glob>]`` table of the file that matches the benchmark, then the overrides
+of the run (``--set``, or a grid profile's ``set``). Every one ends up in the run's
 ``config.json`` with the sources it came from; an unknown name at any layer is an error.
 """
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import importlib
-import inspect
 import reprlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,7 +38,7 @@ from metabench.validation import Layer, recorded_config, resolve_config
 
 BASELINE_SCHEMA = {
     "description": str, "entry_point": str, "source": str, "cpus": int,
-    "benchmarks": dict, "profiles": dict,
+    "defaults": dict, "benchmarks": dict, "profiles": dict,
 }  # fmt: skip
 PROFILE_SCHEMA = {"source": str, "steps": int, "set": dict, "benchmarks": dict}
 PROFILE_BENCHMARK_SCHEMA = {"source": str, "steps": int, "set": dict}
@@ -89,6 +89,9 @@ class AlgorithmEntry:
     """Where the spec file was found (shipped, ``METABENCH_SPECS``, an entry point)."""
     sha256: str = ""
     """The spec file's sha256, recorded with the runs of a third-party algorithm."""
+    defaults: Setting | None = None
+    """The file's ``[defaults]`` table: hyperparameters on every benchmark, from its ``source``
+    (what makes MAML MAML-PPO)."""
 
     @property
     def implementation(self) -> Implementation:
@@ -144,6 +147,8 @@ class AlgorithmEntry:
         implementation = self.implementation
         defaults = implementation.defaults(spec)
         layers = [Layer(defaults, f"{self.name}'s defaults")]
+        if self.defaults is not None:
+            layers.append(Layer(self.defaults.values, self.defaults.where, self.defaults.places))
         layers += [
             Layer(setting.values, setting.where, setting.places)
             for setting in self.settings_for(spec.name)
@@ -156,15 +161,10 @@ class AlgorithmEntry:
                     f"{layer.place(unknown[0])}: unknown hyperparameter(s) {', '.join(unknown)} "
                     f"of {self.name}; valid: {', '.join(sorted(defaults))}"
                 )
-        config = implementation.config_class()
-        if config is not None:
-            values = recorded_config(resolve_config(config, layers))
-        else:
-            values = {name: value for layer in layers for name, value in layer.values.items()}
-        values = implementation.check(values)
+        config = resolve_config(implementation.config, layers)
         if implementation.check_benchmark is not None:
-            implementation.check_benchmark(spec, values)
-        return values
+            implementation.check_benchmark(spec, config)
+        return recorded_config(config)
 
     def build(
         self,
@@ -175,26 +175,29 @@ class AlgorithmEntry:
         cpus: int | None = None,
         device: str = "cpu",
     ) -> MetaRLAlgorithm:
-        """The algorithm, with at most ``cpus`` worker processes when its builder takes it, on
-        ``device`` when it takes that (see :attr:`takes_device`).
+        """The algorithm of a run, from the hyperparameters its ``config.json`` records: the one
+        place a run's config object is made, so that what trains is what was recorded.
 
-        :raises SpecError: the builder returned something that breaks the plug-in contract
+        :raises SpecError: the algorithm breaks the plug-in contract
             (see :func:`metabench.harness.plugins.check_algorithm`).
         """
-        build = self.implementation.build
-        kwargs: dict[str, Any] = {}
-        if cpus is not None and "cpus" in inspect.signature(build).parameters:
-            kwargs["cpus"] = cpus
-        if self.takes_device:
-            kwargs["device"] = device
-        algo = build(spec, seed, hyperparameters, log_dir, **kwargs)
+        implementation = self.implementation
+        algo = implementation.algorithm.from_benchmark(
+            spec,
+            implementation.config(**hyperparameters),
+            seed=seed,
+            log_dir=log_dir,
+            cpus=cpus,
+            device=device if self.takes_device else "cpu",
+        )
         return check_algorithm(algo, f"{self.path}: entry_point {self.entry_point!r}")
 
     @property
     def takes_device(self) -> bool:
-        """Whether the builder takes ``device=``: the algorithms with networks. The others
-        (NOP, CEM, CMA-ES) run on the CPU whatever ``--device`` says."""
-        return "device" in inspect.signature(self.implementation.build).parameters
+        """Whether the algorithm puts networks on ``--device``
+        (:attr:`~metabench.algos.base.MetaRLAlgorithm.uses_device`). The others (NOP, CEM,
+        CMA-ES) run on the CPU whatever ``--device`` says."""
+        return self.implementation.algorithm.uses_device
 
     def profile(self, name: str, benchmark: str) -> ProfileSettings:
         """The budget and overrides of profile ``name`` on ``benchmark``."""
@@ -307,9 +310,14 @@ def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmE
             ).items()
         )
         profiles.append((profile, setting, per_benchmark))
+    defaults = None
+    if "defaults" in top:
+        values = check_table(spec, top["defaults"], None, where="defaults")
+        places = {key: _place(spec, key, "defaults") for key in values}
+        defaults = Setting(f"{spec.path} [defaults]", top["source"], values, places=places)
     return AlgorithmEntry(
         spec.name, top["description"], top["source"], top["entry_point"], cpus, spec.path,
-        tuple(benchmarks), tuple(profiles), spec.origin, spec.sha256,
+        tuple(benchmarks), tuple(profiles), spec.origin, spec.sha256, defaults,
     )  # fmt: skip
 
 

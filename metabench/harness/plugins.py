@@ -6,8 +6,9 @@ registered by a package's ``metabench.algorithms`` entry point) whose ``entry_po
 :class:`~metabench.algos.implementation.Implementation`. Each check ends in a one-line error that
 names the file and what to change:
 
-- when the implementation is loaded: its module imports, and its functions take the arguments
-  metabench passes them (:func:`check_implementation`);
+- when the implementation is loaded: its module imports, it names a
+  :class:`~metabench.algos.base.MetaRLAlgorithm` subclass and a dataclass, and its functions
+  take the arguments metabench passes them (:func:`check_implementation`);
 - when the algorithm is built, before a run writes anything: it is a
   :class:`~metabench.algos.base.MetaRLAlgorithm` that says how many environment steps one
   ``train()`` iteration takes (:func:`check_algorithm`);
@@ -22,8 +23,10 @@ the method, file and line it came from (:func:`user_code_error`).
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
+import reprlib
 import traceback
 from collections.abc import Iterable
 from typing import Any
@@ -33,17 +36,50 @@ from metabench.algos.implementation import Implementation
 from metabench.harness.specfiles import SpecError
 
 ARGUMENTS = {
-    "defaults": ("spec",),
-    "build": ("spec", "seed", "hyperparameters", "log_dir"),
-    "check": ("hyperparameters",),
-    "check_benchmark": ("spec", "hyperparameters"),
+    "benchmark_defaults": ("spec",),
+    "check_benchmark": ("spec", "config"),
 }
 """The arguments metabench passes to each function of an :class:`Implementation`."""
 
+BUILD_ARGUMENTS = ("spec", "config")
+BUILD_KEYWORDS = ("seed", "log_dir", "cpus", "device")
+"""How metabench calls ``from_benchmark`` (and, through the default ``from_benchmark``, the
+constructor)."""
+
 
 def check_implementation(implementation: Implementation, where: str) -> None:
-    """Raise :class:`SpecError` (prefixed ``where``) if a function of ``implementation`` cannot
-    be called with the arguments metabench passes it (:data:`ARGUMENTS`)."""
+    """Raise :class:`SpecError` (prefixed ``where``) if ``implementation`` does not name a
+    :class:`MetaRLAlgorithm` subclass that metabench can build and a config dataclass, or one of
+    its functions cannot be called with the arguments metabench passes it (:data:`ARGUMENTS`)."""
+    algorithm, config = implementation.algorithm, implementation.config
+    if not (isinstance(algorithm, type) and issubclass(algorithm, MetaRLAlgorithm)):
+        raise SpecError(
+            f"{where}: its algorithm is {reprlib.repr(algorithm)}, not a subclass of "
+            f"metabench.algos.base.MetaRLAlgorithm: pass your algorithm's class"
+        )
+    if not (isinstance(config, type) and dataclasses.is_dataclass(config)):
+        raise SpecError(
+            f"{where}: its config is {reprlib.repr(config)}, not a dataclass: pass a frozen "
+            f"dataclass of metabench.validation.option fields"
+        )
+    keywords = dict.fromkeys(BUILD_KEYWORDS)
+    if algorithm.from_benchmark.__func__ is MetaRLAlgorithm.from_benchmark.__func__:  # type: ignore[attr-defined]
+        function: Any = algorithm
+        call = "__init__(env, sampler, config, *, seed, env_kwargs, log_dir, cpus, device)"
+        arguments: tuple[Any, ...] = (None, None, None)
+        keywords["env_kwargs"] = None
+    else:
+        function = algorithm.from_benchmark
+        call = "from_benchmark(spec, config, *, seed, log_dir, cpus, device)"
+        arguments = BUILD_ARGUMENTS
+    try:
+        inspect.signature(function).bind(*arguments, **keywords)
+    except TypeError:
+        raise SpecError(
+            f"{where}: {algorithm.__name__} is built as {call}, which "
+            f"{algorithm.__name__}{inspect.signature(function)} does not take: override "
+            f"from_benchmark, or give the constructor those arguments"
+        ) from None
     for field, names in ARGUMENTS.items():
         function = getattr(implementation, field)
         if function is None:
@@ -52,7 +88,7 @@ def check_implementation(implementation: Implementation, where: str) -> None:
             raise SpecError(f"{where}: its {field} is a {type(function).__name__}, not a function")
         try:
             signature = inspect.signature(function)
-        except (TypeError, ValueError):  # a built-in such as dict: nothing to check
+        except (TypeError, ValueError):  # a built-in: nothing to check
             continue
         try:
             signature.bind(*names)

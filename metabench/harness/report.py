@@ -149,17 +149,15 @@ def hyperparameters_table() -> Table:
 
     table = Table(
         title="hyperparameters (--set KEY=VALUE, or [benchmarks.*] in baselines/*.toml); "
-        "defaults before the per-benchmark settings"
+        "defaults (the config's, then the file's [defaults]) before the per-benchmark settings"
     )
     for column in ("algorithm", "name", "type", "default"):
         table.add_column(column, no_wrap=True)
     table.add_column("about")
     for name, entry in sorted(load_algorithms().items()):
-        config = entry.implementation.config_class()
-        if config is None:
-            continue
-        for field in config_fields(config):
-            default = field.default
+        file_defaults = entry.defaults.values if entry.defaults is not None else {}
+        for field in config_fields(entry.implementation.config):
+            default = file_defaults.get(field.name, field.default)
             shown = (
                 "null"
                 if default is None

@@ -9,24 +9,27 @@ which NOP's zero action does from the start). What metabench needs of it is the 
 - a :class:`~metabench.algos.base.MetaRLAlgorithm` that sets ``steps_per_iteration`` and
   implements ``train``, ``get_exploration_policy`` and ``adapt_policy``;
 - ``state_dict()`` of tensors and plain values only, so that a checkpoint can be read back;
-- an :class:`~metabench.algos.implementation.Implementation`: its hyperparameters' defaults, its
-  config dataclass, and the builder ``build(spec, seed, hyperparameters, log_dir)``;
+- ``from_benchmark(spec, config, *, seed, log_dir, cpus, device)``, how metabench builds it on a
+  benchmark (the default calls a constructor of that shape; this one overrides it);
+- an :class:`~metabench.algos.implementation.Implementation`: the class and its config
+  dataclass, whose fields are the hyperparameters with their defaults;
 - a spec file, ``random-search.toml``, whose ``entry_point`` names that implementation.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.benchmark import Benchmark
+from metabench.algos.implementation import Implementation
 from metabench.data import EpisodeBatch
-from metabench.validation import check_config, config_dict, option
+from metabench.validation import check_config, option
 
 __all__ = ["IMPLEMENTATION", "LinearPolicy", "RandomSearch", "RandomSearchConfig"]
 
@@ -75,6 +78,20 @@ class RandomSearch(MetaRLAlgorithm):
         self.weights = config.init_std * self.rng.standard_normal(shape)
         # the contract: environment steps of one train() iteration (two candidates scored)
         self.steps_per_iteration = 2 * config.steps_per_candidate
+
+    @classmethod
+    def from_benchmark(
+        cls,
+        spec: Benchmark,
+        config: RandomSearchConfig,
+        *,
+        seed: int,
+        log_dir: str | None = None,
+        cpus: int | None = None,
+        device: str = "cpu",
+    ) -> Self:
+        """The algorithm on ``spec``'s training env, seeded ``seed``; the rest is not used."""
+        return cls(gym.make(spec.env_id, **spec.train_env_kwargs(seed)).unwrapped, config, seed)
 
     def train(self, n_iterations: int) -> dict[str, float]:
         """Per iteration: score the current weights and a random change of them on the same
@@ -133,17 +150,4 @@ class RandomSearch(MetaRLAlgorithm):
 
 
 # -- the implementation that random-search.toml's entry_point names -------------------------------
-def defaults(spec: Benchmark) -> dict[str, Any]:
-    """Every hyperparameter at its default (the same on every benchmark)."""
-    return config_dict(RandomSearchConfig())
-
-
-def build(
-    spec: Benchmark, seed: int, hyperparameters: dict[str, Any], log_dir: str | None
-) -> RandomSearch:
-    """The algorithm on ``spec``, seeded ``seed``; ``log_dir`` (TensorBoard) is not used."""
-    env = gym.make(spec.env_id, **spec.train_env_kwargs(seed)).unwrapped
-    return RandomSearch(env, RandomSearchConfig(**hyperparameters), seed)
-
-
-IMPLEMENTATION = Implementation(defaults, build, config="my_algorithm:RandomSearchConfig")
+IMPLEMENTATION = Implementation(RandomSearch, RandomSearchConfig)

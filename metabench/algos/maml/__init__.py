@@ -15,7 +15,7 @@ from metabench.algos.maml.functional import (
     process_episodes,
 )
 from metabench.algos.maml.losses import POLICY_GRADIENT_LOSSES, policy_gradient_loss
-from metabench.algos.maml.maml import MAML, MAMLIterationStats
+from metabench.algos.maml.maml import MAML, MAML_IMPLEMENTATION, MAMLIterationStats
 from metabench.algos.maml.outer import AdamStep, adam_step
 from metabench.algos.maml.policy import (
     BatchedGaussianActor,
@@ -23,13 +23,10 @@ from metabench.algos.maml.policy import (
     GaussianPolicy,
     check_policy_spaces,
 )
-from metabench.algos.maml.variants import MAML_PPO, MAML_TRPO, MAML_VPG
 
 __all__ = [
     "MAML",
-    "MAML_PPO",
-    "MAML_TRPO",
-    "MAML_VPG",
+    "MAML_IMPLEMENTATION",
     "POLICY_GRADIENT_LOSSES",
     "AdamStep",
     "BatchedGaussianActor",

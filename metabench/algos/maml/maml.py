@@ -34,13 +34,14 @@ import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
+from metabench.algos.benchmark import Benchmark
 from metabench.algos.common.trpo import (
     TRPOStep,
     flat_grad,
@@ -48,6 +49,7 @@ from metabench.algos.common.trpo import (
     line_search_objectives,
     trpo_step,
 )
+from metabench.algos.implementation import Implementation
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.maml.functional import (
@@ -136,14 +138,14 @@ class MAML(MetaRLAlgorithm):
     ``outer_optimizer`` make it garage's MAML-TRPO, MAML-PPO or MAML-VPG.
 
     :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a factory of task envs.
-    :param task_sampler: where meta-batches come from; ``None``: the task env's
+    :param sampler: where meta-batches come from; ``None``: the task env's
         ``sample_tasks``. Its ``check_batch_size(meta_batch_size)`` must pass.
     :param config: the hyperparameters (:class:`MAMLConfig`); ``None``: the defaults.
-    :param hyperparameters: fields of :class:`MAMLConfig` to change (``inner_lr=0.05``), over
-        ``config``.
     :param seed: seeds the policy initialisation, task sampling, env resets and action noise;
         no global random state is touched.
     :param env_kwargs: passed to the task env (e.g. ``{"horizon": 20}``).
+    :param log_dir: unused (MAML logs through the harness).
+    :param cpus: unused here (:meth:`from_benchmark` bounds the env workers it builds with it).
     :param policy: use this policy instead of building one; its spaces must match the env.
     :param vec_env: a ready vector env of ``meta_batch_size * episodes_per_task`` sub-envs with
         ``set_tasks`` (e.g. a batched MuJoCo env); ``None`` builds one with
@@ -155,45 +157,32 @@ class MAML(MetaRLAlgorithm):
     Example::
 
         >>> import metabench
-        >>> algo = MAML("metabench/PointGoal-v0", meta_batch_size=2, episodes_per_task=2,
-        ...                 hidden_sizes=(8,), env_kwargs={"horizon": 5})
+        >>> config = MAMLConfig(meta_batch_size=2, episodes_per_task=2, hidden_sizes=(8,))
+        >>> algo = MAML("metabench/PointGoal-v0", config=config, env_kwargs={"horizon": 5})
         >>> stats = algo.train(1)
         >>> stats["metatrain/env_steps"], algo.history[-1].env_steps
         (40.0, 40)
     """
 
+    uses_device = True
+
     def __init__(
         self,
         env: str | Callable[..., gym.Env[Any, Any]],
-        task_sampler: TaskSampler | None = None,
+        sampler: TaskSampler | None = None,
         config: MAMLConfig | None = None,
         *,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
+        log_dir: str | None = None,
+        cpus: int | None = None,
+        device: str | torch.device = "cpu",
         policy: GaussianMLPPolicy | None = None,
         vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None,
         max_episode_length: int | None = None,
-        device: str | torch.device = "cpu",
-        **hyperparameters: Any,
     ) -> None:
         self.device = resolve_device(device)
-        config = config or MAMLConfig()
-        if hyperparameters:
-            config = dataclasses.replace(config, **hyperparameters)
-        self.config = config
-        self.meta_batch_size = config.meta_batch_size
-        self.episodes_per_task = config.episodes_per_task
-        self.inner_lr = config.inner_lr
-        self.num_grad_updates = config.num_grad_updates
-        self.first_order = config.first_order
-        self.discount = config.discount
-        self.gae_lambda = config.gae_lambda
-        self.advantage_scale = config.advantage_scale
-        self.max_kl = config.max_kl
-        self.cg_iters = config.cg_iters
-        self.cg_damping = config.cg_damping
-        self.ls_steps = config.ls_steps
-        self.ls_ratio = config.ls_ratio
+        self.config = config = config or MAMLConfig()
         hidden_sizes, init_std = config.hidden_sizes, config.init_std
         self.seed = int(seed)
         env_kwargs = dict(env_kwargs or {})
@@ -202,27 +191,29 @@ class MAML(MetaRLAlgorithm):
         task_env: Any = (
             env(**env_kwargs) if callable(env) else gym.make(env, **env_kwargs).unwrapped
         )
-        if task_sampler is None:
-            task_sampler = SetTaskSampler(task_env.sample_tasks)
-        task_sampler.check_batch_size(self.meta_batch_size)  # fail before building envs
-        self.task_sampler = task_sampler
+        if sampler is None:
+            sampler = SetTaskSampler(task_env.sample_tasks)
+        sampler.check_batch_size(config.meta_batch_size)  # fail before building envs
+        self.task_sampler = sampler
         self.horizon: int | None = getattr(task_env, "horizon", None)
 
         built_here = vec_env is None
         if vec_env is None:
             vec_env = make_maml_vec_env(
                 env,
-                self.meta_batch_size,
-                self.episodes_per_task,
+                config.meta_batch_size,
+                config.episodes_per_task,
                 seed=self.seed,
                 env_kwargs=env_kwargs,
             )
-        elif vec_env.num_envs != self.meta_batch_size * self.episodes_per_task:
+        elif vec_env.num_envs != config.meta_batch_size * config.episodes_per_task:
             raise ValueError(
                 f"vec_env has {vec_env.num_envs} sub-envs, expected meta_batch_size * "
-                f"episodes_per_task = {self.meta_batch_size * self.episodes_per_task}"
+                f"episodes_per_task = {config.meta_batch_size * config.episodes_per_task}"
             )
-        self.collector = VectorEpisodeCollector(vec_env, self.episodes_per_task, max_episode_length)
+        self.collector = VectorEpisodeCollector(
+            vec_env, config.episodes_per_task, max_episode_length
+        )
         observation_space = vec_env.single_observation_space
         action_space = vec_env.single_action_space
 
@@ -254,11 +245,57 @@ class MAML(MetaRLAlgorithm):
                 self.policy.parameters(), lr=config.outer_lr, eps=config.adam_eps
             )
 
+    @classmethod
+    def from_benchmark(
+        cls,
+        spec: Benchmark,
+        config: MAMLConfig,
+        *,
+        seed: int,
+        log_dir: str | None = None,
+        cpus: int | None = None,
+        device: str = "cpu",
+    ) -> Self:
+        """MAML on a benchmark, with the vector env that steps it fastest: Meta-World's sub-envs
+        sharded across at most ``cpus`` worker processes, HalfCheetah's stepped as one batch on
+        at most ``cpus`` threads (both give the same numbers as one process)."""
+        env_kwargs = spec.train_env_kwargs(seed)
+        num_envs = config.meta_batch_size * config.episodes_per_task
+        vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
+        if spec.metaworld is not None:
+            from metabench.vector.sharded import make_sharded_task_env
+
+            # (the collector reads no infos: the workers send none)
+            vec_env = make_sharded_task_env(
+                spec.env_id, num_envs, n_workers=cpus, info_keys=(), **env_kwargs
+            )
+        elif gym.spec(spec.env_id).vector_entry_point is not None:
+            # the collector talks to a batched vector env through the same API
+            kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"nthread": cpus})}
+            vec_env = gym.make_vec(
+                spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
+            )
+        try:
+            return cls(
+                spec.env_id,
+                spec.train_sampler(seed),
+                config,
+                seed=seed,
+                env_kwargs=env_kwargs,
+                log_dir=log_dir,
+                device=device,
+                vec_env=vec_env,
+            )
+        except BaseException:
+            if vec_env is not None:  # do not leak its worker processes
+                vec_env.close()
+            raise
+
     @property
     def steps_per_iteration(self) -> int:  # type: ignore[override]
         """Env steps of one iteration when episodes run to the horizon: a pre-update and a
         post-update batch of ``meta_batch_size * episodes_per_task`` episodes (0 if unknown)."""
-        episodes = 2 * self.meta_batch_size * self.episodes_per_task
+        episodes = 2 * self.config.meta_batch_size * self.config.episodes_per_task
         return episodes * (self.horizon or 0)
 
     # -- named steps -------------------------------------------------------------------------
@@ -266,7 +303,7 @@ class MAML(MetaRLAlgorithm):
         """``episodes_per_task`` episodes of each task, task ``k`` acting with
         ``param_sets[k]``; one batched policy forward per time step."""
         actor = BatchedGaussianActor(
-            self.policy, param_sets, self.episodes_per_task, generator=self._generator
+            self.policy, param_sets, self.config.episodes_per_task, generator=self._generator
         )
         return self.collector.collect(tasks, actor, seed=int(self._rng.integers(2**31 - 1)))
 
@@ -274,10 +311,10 @@ class MAML(MetaRLAlgorithm):
         """Loss inputs of one task's episodes (see :func:`process_episodes`)."""
         return process_episodes(
             episodes,
-            self.discount,
-            self.gae_lambda,
+            self.config.discount,
+            self.config.gae_lambda,
             self.policy.dtype,
-            scale=self.advantage_scale,
+            scale=self.config.advantage_scale,
             device=self.device,
         )
 
@@ -304,13 +341,13 @@ class MAML(MetaRLAlgorithm):
         """:func:`adapt` with this algorithm's ``inner_lr`` and ``num_grad_updates``;
         ``create_graph`` defaults to ``not first_order``."""
         if create_graph is None:
-            create_graph = not self.first_order
+            create_graph = not self.config.first_order
         return adapt(
             self.policy,
             params,
             data,
-            self.inner_lr,
-            self.num_grad_updates,
+            self.config.inner_lr,
+            self.config.num_grad_updates,
             create_graph,
             loss=self.config.inner_loss,
             clip_range=self.config.clip_range,
@@ -408,7 +445,7 @@ class MAML(MetaRLAlgorithm):
         loss = self.meta_loss(adapted, valid_data, old)
         kl_value = self.kl(adapted, valid_data, old)
         gradient = flat_grad(loss, params, retain_graph=True)
-        hvp = hessian_vector_product(lambda: kl_value, params, self.cg_damping)
+        hvp = hessian_vector_product(lambda: kl_value, params, self.config.cg_damping)
 
         def loss_and_kl() -> tuple[torch.Tensor, torch.Tensor]:
             return self._loss_and_kl_now(train_data, valid_data, old)
@@ -420,10 +457,10 @@ class MAML(MetaRLAlgorithm):
             hvp,
             loss_fn,
             kl_fn,
-            max_kl=self.max_kl,
-            cg_iters=self.cg_iters,
-            ls_steps=self.ls_steps,
-            ls_ratio=self.ls_ratio,
+            max_kl=self.config.max_kl,
+            cg_iters=self.config.cg_iters,
+            ls_steps=self.config.ls_steps,
+            ls_ratio=self.config.ls_ratio,
             loss_before=float(loss.item()),
         )
 
@@ -463,7 +500,7 @@ class MAML(MetaRLAlgorithm):
         return results[-1].metrics() if results else {}
 
     def _iteration(self) -> MAMLIterationStats:
-        tasks = self.task_sampler.sample(self.meta_batch_size, self._rng)
+        tasks = self.task_sampler.sample(self.config.meta_batch_size, self._rng)
         start = time.perf_counter()
         meta = detached_params(self.policy.params())
         train_episodes = self.collect(tasks, [meta] * len(tasks))
@@ -590,3 +627,9 @@ class MAML(MetaRLAlgorithm):
 def _mean_return(batches: Sequence[EpisodeBatch]) -> float:
     """Mean undiscounted episode return over all episodes of all batches."""
     return float(np.mean(np.concatenate([batch.episode_returns() for batch in batches])))
+
+
+# -- the entry point of baselines/maml-{trpo,ppo,vpg}.toml -----------------------------------------
+MAML_IMPLEMENTATION = Implementation(MAML, MAMLConfig)
+"""MAML on a benchmark: ``entry_point = "metabench.algos.maml:MAML_IMPLEMENTATION"``; each
+baseline file's ``[defaults]`` makes it MAML-TRPO, MAML-PPO or MAML-VPG."""

@@ -35,7 +35,7 @@ from stable_baselines3.common.utils import polyak_update
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
 from metabench.algos.common.sb3 import rescale_actions
-from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.implementation import Implementation
 from metabench.algos.pearl.buffers import TaskReplayBuffer, Transitions
 from metabench.algos.pearl.config import PEARLConfig
 from metabench.algos.pearl.encoder import (
@@ -62,7 +62,7 @@ from metabench.rng import (
 )
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
 from metabench.threads import torch_threads
-from metabench.validation import config_dict, recorded_config
+from metabench.validation import recorded_config
 
 __all__ = ["PEARL", "PEARL_IMPLEMENTATION", "pearl_env"]
 
@@ -94,6 +94,8 @@ class PEARL(MetaRLAlgorithm):
     :param config: hyperparameters (``None``: :class:`PEARLConfig`'s defaults).
     :param seed: seeds the training tasks, the networks and every draw.
     :param env_kwargs: passed to the task env.
+    :param log_dir: unused (PEARL logs through the harness).
+    :param cpus: unused (the task env steps in this process).
     :param device: where the networks train and act (``"auto"``, ``"cpu"``, ``"cuda"``); the
         buffers and the random draws stay on the CPU.
 
@@ -107,13 +109,18 @@ class PEARL(MetaRLAlgorithm):
         40
     """
 
+    uses_device = True
+
     def __init__(
         self,
         env: str | Callable[..., gym.Env[Any, Any]],
         sampler: TaskSampler | None = None,
         config: PEARLConfig | None = None,
+        *,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
+        log_dir: str | None = None,
+        cpus: int | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or PEARLConfig()
@@ -501,28 +508,5 @@ class _Record:
 
 
 # -- the entry point of baselines/pearl.toml -------------------------------------------------------
-def _defaults(spec: Benchmark) -> dict[str, Any]:
-    return config_dict(PEARLConfig())
-
-
-def _build(
-    spec: Benchmark,
-    seed: int,
-    hyperparameters: dict[str, Any],
-    log_dir: str | None,
-    device: str = "cpu",
-) -> MetaRLAlgorithm:
-    return PEARL(
-        spec.env_id,
-        sampler=spec.train_sampler(seed),
-        config=PEARLConfig(**hyperparameters),
-        seed=seed,
-        env_kwargs=spec.train_env_kwargs(seed),
-        device=device,
-    )
-
-
-PEARL_IMPLEMENTATION = Implementation(
-    _defaults, _build, config="metabench.algos.pearl.config:PEARLConfig"
-)
+PEARL_IMPLEMENTATION = Implementation(PEARL, PEARLConfig)
 """PEARL on a benchmark: ``entry_point = "metabench.algos.pearl:PEARL_IMPLEMENTATION"``."""

@@ -31,6 +31,7 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
+from metabench.algos.benchmark import Benchmark
 from metabench.algos.common.sb3 import (
     load_training_state,
     quiet_logger,
@@ -38,7 +39,7 @@ from metabench.algos.common.sb3 import (
     training_state,
     unclipped_actions,
 )
-from metabench.algos.implementation import Benchmark, Implementation
+from metabench.algos.implementation import Implementation
 from metabench.algos.rl2.chunked_update import check_chunk_settings
 from metabench.algos.rl2.policy import (
     TanhEncoder,
@@ -49,7 +50,7 @@ from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.data import EpisodeBatch
 from metabench.devices import DeviceError, resolve_device
 from metabench.tasks.base import TaskSampler
-from metabench.validation import check_config, config_dict, option, recorded_config
+from metabench.validation import check_config, option, recorded_config
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
@@ -405,31 +406,33 @@ class RL2(MetaRLAlgorithm):
         takes its defaults.
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
-    :param tensorboard_log: directory for SB3's TensorBoard logs, or ``None``.
-    :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
-        sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same LSTM policy step by
-        step (only for speed comparisons: results are equal).
-    :param workers: with ``config.processes``, the processes that step sub-envs, this one
+    :param log_dir: directory for SB3's TensorBoard logs, or ``None``.
+    :param cpus: with ``config.processes``, the processes that step sub-envs, this one
         included (default: one per core).
     :param device: where the policy acts and trains (``"auto"``, ``"cpu"``, ``"cuda"``;
         :mod:`metabench.devices`); the envs stay on the CPU.
+    :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
+        sb3-contrib's stock ``RecurrentActorCriticPolicy`` trains the same LSTM policy step by
+        step (only for speed comparisons: results are equal).
     """
 
     config: Any
     config_class: type[Any]
     tb_log_name = "rl2"
+    uses_device = True
 
     def __init__(
         self,
         env: str | Callable[..., gym.Env[Any, Any]],
         sampler: TaskSampler | None = None,
         config: Any = None,
+        *,
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
-        tensorboard_log: str | None = None,
-        policy_class: type[RecurrentActorCriticPolicy] | None = None,
-        workers: int | None = None,
+        log_dir: str | None = None,
+        cpus: int | None = None,
         device: str | th.device = "cpu",
+        policy_class: type[RecurrentActorCriticPolicy] | None = None,
     ) -> None:
         self.config = config = self.config_class() if config is None else config
         self.device = resolve_device(device)
@@ -458,7 +461,7 @@ class RL2(MetaRLAlgorithm):
             processes=config.processes,
             env_kwargs=env_kwargs,
             wrapper=_action_wrapper(config.clip_actions),
-            workers=workers,
+            workers=cpus,
         )
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])
@@ -475,8 +478,8 @@ class RL2(MetaRLAlgorithm):
             policy_kwargs.update(head=config.policy_head, init=config.weight_init)
         if config.value_baseline == "linear":
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
-        self.model = self._make_model(policy_class, policy_kwargs, seed, tensorboard_log)
-        quiet_logger(self.model, tensorboard_log)
+        self.model = self._make_model(policy_class, policy_kwargs, seed, log_dir)
+        quiet_logger(self.model, log_dir)
         if config.processes:  # torch's threads would spin on the cores the env workers step on
             self.model.rollout_threads = 1
         self.iterations = 0
@@ -487,7 +490,7 @@ class RL2(MetaRLAlgorithm):
         policy_class: type[RecurrentActorCriticPolicy],
         policy_kwargs: dict[str, Any],
         seed: int,
-        tensorboard_log: str | None,
+        log_dir: str | None,
     ) -> RL2RecurrentPPO:
         """The sb3-contrib model that collects one trial per sub-env and updates the policy."""
 
@@ -605,7 +608,7 @@ class RL2PPO(RL2):
         policy_class: type[RecurrentActorCriticPolicy],
         policy_kwargs: dict[str, Any],
         seed: int,
-        tensorboard_log: str | None,
+        log_dir: str | None,
     ) -> RL2RecurrentPPO:
         config = self.config
         model = RL2RecurrentPPO(
@@ -618,7 +621,7 @@ class RL2PPO(RL2):
             vf_coef=0.0 if config.value_baseline == "linear" else config.vf_coef,
             max_grad_norm=config.max_grad_norm,
             policy_kwargs=policy_kwargs,
-            tensorboard_log=tensorboard_log,
+            tensorboard_log=log_dir,
             seed=seed,
             chunk_length=config.chunk_length,
             chunk_overlap=config.chunk_overlap,
@@ -640,35 +643,10 @@ def _sharded(venv: VecEnv) -> ShardedSubprocVecEnv | None:
 
 
 # -- the entry points of baselines/rl2-*.toml -----------------------------------------------------
-def rl2_implementation(algorithm: type[RL2], config: str) -> Implementation:
-    """The :class:`Implementation` of an RL2 variant: its defaults (the benchmark's episodes
-    per trial over its config's) and its builder; ``config`` is the config's import path."""
-    config_class = algorithm.config_class
-
-    def defaults(spec: Benchmark) -> dict[str, Any]:
-        return {**config_dict(config_class()), "episodes_per_trial": spec.episodes_per_trial}
-
-    def build(
-        spec: Benchmark,
-        seed: int,
-        hyperparameters: dict[str, Any],
-        log_dir: str | None,
-        cpus: int | None = None,
-        device: str = "cpu",
-    ) -> MetaRLAlgorithm:
-        return algorithm(
-            spec.env_id,
-            sampler=spec.train_sampler(seed),
-            config=config_class(**hyperparameters),
-            seed=seed,
-            env_kwargs=spec.train_env_kwargs(seed),
-            tensorboard_log=log_dir,
-            workers=cpus,
-            device=device,
-        )
-
-    return Implementation(defaults, build, config=config)
+def trial_defaults(spec: Benchmark) -> dict[str, Any]:
+    """RL2's default trial on a benchmark: the benchmark's episodes per trial."""
+    return {"episodes_per_trial": spec.episodes_per_trial}
 
 
-RL2_PPO = rl2_implementation(RL2PPO, "metabench.algos.rl2.algorithm:RL2PPOConfig")
+RL2_PPO = Implementation(RL2PPO, RL2PPOConfig, trial_defaults)
 """RL2-PPO on a benchmark: ``entry_point = "metabench.algos.rl2.algorithm:RL2_PPO"``."""

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
+from metabench.algos.implementation import Implementation
 from metabench.algos.rl2.algorithm import (
     CLIP_ACTIONS_DOC,
     DETERMINISTIC_TEST_DOC,
@@ -24,7 +25,7 @@ from metabench.algos.rl2.algorithm import (
     WEIGHT_INIT_DOC,
     ZERO_AT_EPISODE_START_DOC,
     check_network_options,
-    rl2_implementation,
+    trial_defaults,
 )
 from metabench.algos.rl2.ppo import RL2RecurrentPPO
 from metabench.algos.rl2.trpo import RL2RecurrentTRPO
@@ -140,7 +141,7 @@ class RL2TRPO(RL2):
         policy_class: type[RecurrentActorCriticPolicy],
         policy_kwargs: dict[str, Any],
         seed: int,
-        tensorboard_log: str | None,
+        log_dir: str | None,
     ) -> RL2RecurrentPPO:
         config = self.config
         return RL2RecurrentTRPO(
@@ -152,7 +153,7 @@ class RL2TRPO(RL2):
             max_grad_norm=config.max_grad_norm,
             vf_coef=0.0,  # the critic, if any, trains on its own loss after the TRPO step
             policy_kwargs=policy_kwargs,
-            tensorboard_log=tensorboard_log,
+            tensorboard_log=log_dir,
             seed=seed,
             max_kl=config.max_kl,
             cg_iters=config.cg_iters,
@@ -174,5 +175,5 @@ class RL2TRPO(RL2):
         }
 
 
-RL2_TRPO = rl2_implementation(RL2TRPO, "metabench.algos.rl2.trpo_algorithm:RL2TRPOConfig")
+RL2_TRPO = Implementation(RL2TRPO, RL2TRPOConfig, trial_defaults)
 """RL2-TRPO on a benchmark: ``entry_point = "metabench.algos.rl2.trpo_algorithm:RL2_TRPO"``."""
