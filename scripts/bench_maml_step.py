@@ -21,7 +21,7 @@ import torch
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.common.trpo import flatten
-from metabench.algos.maml import MAML, functional
+from metabench.algos.maml import MAML, MAMLConfig, functional
 from metabench.algos.maml import maml as maml_module
 from metabench.algos.maml.policy import detached_params
 from metabench.harness.timing import best_times
@@ -32,15 +32,11 @@ def make_outer_steps(
 ) -> dict[str, Callable[[], torch.Tensor]]:
     """One sampled batch and two ways to take the outer step on it from the same start; each
     returns the flat meta-parameters after its step."""
-    algo = MAML(
-        "metabench/PointGoal-v0",
-        meta_batch_size=40,
-        episodes_per_task=episodes_per_task,
-        hidden_sizes=(100, 100),
-        seed=seed,
-        env_kwargs={"horizon": 20},
+    config = MAMLConfig(
+        meta_batch_size=40, episodes_per_task=episodes_per_task, hidden_sizes=(100, 100)
     )
-    tasks = algo.task_sampler.sample(algo.meta_batch_size, algo._rng)
+    algo = MAML("metabench/PointGoal-v0", config=config, seed=seed, env_kwargs={"horizon": 20})
+    tasks = algo.task_sampler.sample(algo.config.meta_batch_size, algo._rng)
     meta = detached_params(algo.policy.params())
     train_data = [algo.process(e) for e in algo.collect(tasks, [meta] * len(tasks))]
     adapted = [detached_params(algo.adapt(meta, data, create_graph=False)) for data in train_data]

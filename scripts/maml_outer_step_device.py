@@ -21,7 +21,7 @@ import time
 import torch
 
 import metabench  # noqa: F401 - registers the ids
-from metabench.algos.maml import MAML
+from metabench.algos.maml import MAML, MAMLConfig
 from metabench.algos.maml.functional import TaskData
 from metabench.algos.maml.policy import GaussianMLPPolicy
 from metabench.devices import device_name, resolve_device
@@ -52,17 +52,15 @@ def on(device: torch.device, tasks: list[TaskData]) -> list[TaskData]:
 
 def outer_steps(device: torch.device, steps: int, rounds: int) -> tuple[list[float], torch.Tensor]:
     """Times of ``rounds`` outer steps after a warm-up, and the parameters after one step."""
-    algo = MAML(
-        "metabench/PointGoal-v0",
+    config = MAMLConfig(
         meta_batch_size=TASKS,
         episodes_per_task=1,
         hidden_sizes=(512, 512),
         inner_lr=0.005,
         advantage_scale="variance",
         weight_init="xavier",
-        env_kwargs={"horizon": 2},
-        device=device,
     )
+    algo = MAML("metabench/PointGoal-v0", config=config, env_kwargs={"horizon": 2}, device=device)
     algo.close()
     torch.manual_seed(0)
     # ML10's policy in place of PointGoal's: the step only reads the policy and the batch

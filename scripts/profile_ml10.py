@@ -211,7 +211,7 @@ def profile_maml(overrides: dict[str, Any], episodes: int | None) -> None:
     inference = s["policy inference"]
     sampling_rest = s["sampling"] - s["env + IPC (waiting on workers)"] - inference
     print_split(
-        f"MAML-TRPO on ML10, one iteration ({algo.meta_batch_size} tasks x "
+        f"MAML-TRPO on ML10, one iteration ({algo.config.meta_batch_size} tasks x "
         f"{collector.episodes_per_task} episodes x 2 passes, {len(vec_env.processes)} env workers, "
         f"torch threads {torch.get_num_threads()})",
         total,

@@ -103,7 +103,7 @@ def maml_update(episodes: int, ops: int = 0) -> UpdateCost:
     """MAML-TRPO's outer step (meta-gradient, CG on the KL Hessian, line search) on one
     meta-batch of ``episodes`` episodes per task, timed and then counted from the same start."""
     algo, _ = build("maml-trpo", {"episodes_per_task": episodes})
-    tasks = algo.task_sampler.sample(algo.meta_batch_size, np.random.default_rng(0))
+    tasks = algo.task_sampler.sample(algo.config.meta_batch_size, np.random.default_rng(0))
     meta = {name: p.detach() for name, p in algo.policy.params().items()}
     threads = algo.config.update_threads
     train_episodes = algo.collect(tasks, [meta] * len(tasks))

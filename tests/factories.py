@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.maml import MAML, MAMLConfig
 from metabench.data import EpisodeBatch, StepType
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
@@ -95,3 +96,13 @@ def straight_and_resumed(make: Callable[[], Any]) -> tuple[Any, Any]:
     resumed.load_state_dict(state)
     resumed.train(1)
     return straight, resumed
+
+
+MAML_ARGUMENTS = ("seed", "env_kwargs", "device", "policy", "vec_env", "max_episode_length")
+
+
+def make_maml(env: Any, sampler: Any = None, **kwargs: Any) -> MAML:
+    """``MAML(env, sampler, MAMLConfig(**fields), **arguments)``, the constructor's keyword
+    arguments (:data:`MAML_ARGUMENTS`) and the config's fields given side by side."""
+    arguments = {name: kwargs.pop(name) for name in MAML_ARGUMENTS if name in kwargs}
+    return MAML(env, sampler, MAMLConfig(**kwargs), **arguments)

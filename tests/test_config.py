@@ -122,7 +122,7 @@ def test_set_false_gives_false_in_config_and_algorithm(tmp_path):
     assert config["hyperparameters"]["hidden_sizes"] == [8]
     algo = build_algorithm(spec, config, None)
     try:
-        assert algo.first_order is False  # type: ignore[attr-defined]
+        assert algo.config.first_order is False  # type: ignore[attr-defined]
     finally:
         algo.close()  # type: ignore[attr-defined]
     settings.hyperparameters = {"normalize_advantage": "False"}
@@ -157,7 +157,7 @@ def test_cli_set_errors_are_one_line(algo, setting, message, tmp_path, capsys):
 
 MAML_SPEC = """\
     description = "maml with a bad value"
-    entry_point = "metabench.algos.maml:MAML_TRPO"
+    entry_point = "metabench.algos.maml:MAML_IMPLEMENTATION"
     source = "a test"
 
     [benchmarks.PointGoal]

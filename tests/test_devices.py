@@ -14,15 +14,15 @@ import json
 import pytest
 import torch
 
-from metabench.algos.maml import MAML
 from metabench.algos.maml.policy import detached_params
-from metabench.algos.reference import ReferenceConfig, ReferencePPO
+from metabench.algos.reference import OraclePPO, ReferenceConfig
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.cli import main
 from metabench.devices import DeviceError, resolve_device, to_cpu
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.run import RunSettings, plan_run
 from metabench.rng import global_rng_state, set_global_rng_state
+from tests.factories import make_maml
 
 SMALL_MAML = {
     "meta_batch_size": 2,
@@ -111,7 +111,7 @@ def test_maml_on_the_gpu_samples_and_adapts_as_on_the_cpu():
     runs = {}
     variant = {"outer_optimizer": "adam", "inner_loss": "ppo", "outer_loss": "ppo"}
     for device in ("cpu", "cuda"):
-        algo = MAML("metabench/PointGoal-v0", seed=3, device=device, **SMALL_MAML, **variant)
+        algo = make_maml("metabench/PointGoal-v0", seed=3, device=device, **SMALL_MAML, **variant)
         stats = algo.train(2)
         runs[device] = (flat(algo.policy), stats)
         algo.close()
@@ -131,9 +131,9 @@ def test_maml_trpo_outer_step_on_the_gpu_is_the_cpu_step():
     by 3e-7 relative (scripts/maml_outer_step_device.py on an H100)."""
     kwargs = {**SMALL_MAML, "meta_batch_size": 4, "episodes_per_task": 10, "cg_damping": 0.1}
     kwargs["env_kwargs"] = {"horizon": 20}
-    cpu = MAML("metabench/PointGoal-v0", seed=5, device="cpu", **kwargs)
-    gpu = MAML("metabench/PointGoal-v0", seed=5, device="cuda", **kwargs)
-    tasks = cpu.task_sampler.sample(cpu.meta_batch_size, cpu._rng)
+    cpu = make_maml("metabench/PointGoal-v0", seed=5, device="cpu", **kwargs)
+    gpu = make_maml("metabench/PointGoal-v0", seed=5, device="cuda", **kwargs)
+    tasks = cpu.task_sampler.sample(cpu.config.meta_batch_size, cpu._rng)
     meta = detached_params(cpu.policy.params())
     train_episodes = cpu.collect(tasks, [meta] * len(tasks))
     adapted = [detached_params(cpu.adapt(meta, cpu.process(e), False)) for e in train_episodes]
@@ -154,11 +154,11 @@ def test_maml_trpo_outer_step_on_the_gpu_is_the_cpu_step():
 @pytest.mark.parametrize(("saved_on", "loaded_on"), [("cuda", "cpu"), ("cpu", "cuda")])
 def test_maml_checkpoint_moves_between_devices(saved_on, loaded_on):
     kwargs = {**SMALL_MAML, "outer_optimizer": "adam", "seed": 1}
-    first = MAML("metabench/PointGoal-v0", device=saved_on, **kwargs)
+    first = make_maml("metabench/PointGoal-v0", device=saved_on, **kwargs)
     first.train(1)
     state = first.state_dict()
     assert all_cpu(state)
-    second = MAML("metabench/PointGoal-v0", device=loaded_on, **kwargs)
+    second = make_maml("metabench/PointGoal-v0", device=loaded_on, **kwargs)
     second.load_state_dict(state)
     assert second.policy.log_std.device.type == loaded_on
     torch.testing.assert_close(flat(second.policy), flat(first.policy), rtol=0, atol=0)
@@ -215,9 +215,7 @@ def test_rl2_update_on_the_gpu_takes_the_cpu_step(chunked):
 
 @CUDA_ONLY
 def test_reference_ppo_trains_on_the_gpu():
-    algo = ReferencePPO(
-        "metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2), oracle=True, device="cuda"
-    )
+    algo = OraclePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2), device="cuda")
     assert algo.model.device.type == "cuda"
     algo.train(1)
     assert torch.isfinite(flat(algo.model.policy)).all()

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from metabench.algos.maml.maml import MAML
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.cli import main
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, make_evaluator
 from metabench.harness.training import evaluate, train
 from metabench.rng import global_rng_state
+from tests.factories import make_maml
 
 
 def comparable(path: Path) -> dict:
@@ -93,7 +93,7 @@ def test_evaluation_streams_leave_every_training_state_as_it_was():
     with rl2.evaluation_streams(6):
         assert evaluator.evaluate(rl2).to_dict() != first  # a stochastic policy, another stream
 
-    maml = MAML(
+    maml = make_maml(
         spec.env_id, meta_batch_size=2, episodes_per_task=2, hidden_sizes=(8,),
         env_kwargs={"horizon": 5},
     )  # fmt: skip

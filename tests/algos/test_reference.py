@@ -8,6 +8,8 @@ import torch
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.reference import (
+    MultitaskPPO,
+    OraclePPO,
     ReferenceConfig,
     ReferencePPO,
     TaskInObservation,
@@ -44,7 +46,7 @@ def test_task_in_observation_follows_the_task_of_each_episode():
 
 
 def test_one_iteration_is_one_episode_per_sub_env_each_with_its_own_task():
-    algo = ReferencePPO("metabench/PointGoal-v0", config=SMALL, env_kwargs={"horizon": 5})
+    algo = MultitaskPPO("metabench/PointGoal-v0", config=SMALL, env_kwargs={"horizon": 5})
     assert algo.steps_per_iteration == 20
     stats = algo.train(2)
     assert algo.model.num_timesteps == 40 and algo.iterations == 2
@@ -56,7 +58,9 @@ def test_one_iteration_is_one_episode_per_sub_env_each_with_its_own_task():
 @pytest.mark.parametrize("oracle", [True, False])
 def test_resume_from_a_checkpoint_is_exact(oracle):
     def make() -> ReferencePPO:
-        return ReferencePPO("metabench/PointGoal-v0", config=SMALL, oracle=oracle, seed=3)
+        return (OraclePPO if oracle else MultitaskPPO)(
+            "metabench/PointGoal-v0", config=SMALL, seed=3
+        )
 
     straight, resumed = straight_and_resumed(make)
     for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
@@ -64,17 +68,17 @@ def test_resume_from_a_checkpoint_is_exact(oracle):
 
 
 def test_checkpoint_of_another_config_is_refused():
-    state = ReferencePPO("metabench/PointGoal-v0", config=SMALL).state_dict()
-    other = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2))
+    state = MultitaskPPO("metabench/PointGoal-v0", config=SMALL).state_dict()
+    other = MultitaskPPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2))
     with pytest.raises(ValueError, match="different ReferenceConfig"):
         other.load_state_dict(state)
-    oracle = ReferencePPO("metabench/PointGoal-v0", config=SMALL, oracle=True)
+    oracle = OraclePPO("metabench/PointGoal-v0", config=SMALL)
     with pytest.raises(ValueError, match="or oracle"):
         oracle.load_state_dict(state)
 
 
 def test_oracle_sees_the_meta_test_task_and_ignores_the_exploration_episodes():
-    algo = ReferencePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2), oracle=True)
+    algo = OraclePPO("metabench/PointGoal-v0", config=ReferenceConfig(n_envs=2))
     env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
     assert env.observation_space.shape == (4,)
     policy = algo.get_exploration_policy()
@@ -101,9 +105,9 @@ def test_oracle_beats_multitask_on_pointgoal():
     evaluator = make_evaluator(spec, seed=0)
     returns = {}
     for oracle in (True, False):
-        algo = ReferencePPO(
-            spec.env_id, oracle=oracle, seed=0, env_kwargs=spec.train_env_kwargs(0),
-        )  # fmt: skip
+        algo = (OraclePPO if oracle else MultitaskPPO)(
+            spec.env_id, seed=0, env_kwargs=spec.train_env_kwargs(0)
+        )
         algo.train(60)
         returns[oracle] = evaluator.evaluate(algo).test_return
     assert returns[True] >= returns[False] + 2.0, returns

@@ -4,7 +4,7 @@ import tempfile
 
 import pytest
 
-from metabench.algos.reference import ReferenceConfig, ReferencePPO
+from metabench.algos.reference import MultitaskPPO, ReferenceConfig
 from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 
 
@@ -16,7 +16,7 @@ def test_training_without_tensorboard_creates_no_folders(tmp_path, monkeypatch, 
         algo = RL2PPO("metabench/Bandit-v0", config=RL2PPOConfig(meta_batch_size=2, hidden_size=4))
     else:
         config = ReferenceConfig(n_envs=4, n_epochs=1, hidden_sizes=(4,))
-        algo = ReferencePPO("metabench/PointGoal-v0", config=config, env_kwargs={"horizon": 4})
+        algo = MultitaskPPO("metabench/PointGoal-v0", config=config, env_kwargs={"horizon": 4})
     for _ in range(2):  # SB3 configured a logger, and made a folder, at every learn()
         stats = algo.train(1)
     assert stats and list(tmp_path.glob("SB3-*")) == []

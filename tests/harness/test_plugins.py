@@ -185,21 +185,28 @@ def test_metabench_specs_naming_no_spec_folder_is_an_error(tmp_path, monkeypatch
 
 
 PLUGIN = """\
-import gymnasium as gym
-
 from metabench.algos.implementation import Implementation
-from my_algorithm import RandomSearch, RandomSearchConfig, defaults
+from my_algorithm import RandomSearch, RandomSearchConfig
 
 
 class Mine(RandomSearch):
 {body}
 
-def build(spec, seed, hyperparameters, log_dir):
-    env = gym.make(spec.env_id, **spec.train_env_kwargs(seed)).unwrapped
-    return Mine(env, RandomSearchConfig(**hyperparameters), seed)
+IMPLEMENTATION = Implementation(Mine, RandomSearchConfig)
+"""
+
+BARE = """\
+from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.implementation import Implementation
+from my_algorithm import RandomSearchConfig
 
 
-IMPLEMENTATION = Implementation(defaults, build, config="my_algorithm:RandomSearchConfig")
+class Bare(MetaRLAlgorithm):
+    def __init__(self, env):
+        pass
+
+
+IMPLEMENTATION = Implementation(Bare, RandomSearchConfig)
 """
 
 Plugin = Callable[..., Path]
@@ -255,12 +262,20 @@ def test_an_algorithm_without_steps_per_iteration_is_refused_before_anything_is_
          "cannot be loaded: ModuleNotFoundError: No module named 'not_installed_anywhere' ("),
         ("IMPLEMENTATION = 3\n", "IMPLEMENTATION", "names 3 (int), not a metabench.algos.impl"),
         ("X = 1\n", "IMPLEMENTATION", "cannot be loaded: module plugin_"),
-        (PLUGIN.format(body="    pass").replace("seed, hyperparameters, log_dir)", "seed)"),
-         "IMPLEMENTATION", "its build takes (spec, seed) but is called as build(spec, seed, "
-         "hyperparameters, log_dir): give it those arguments"),
-        (PLUGIN.format(body="    pass") + "NOT_AN_ALGORITHM = Implementation(defaults, "
-         "lambda spec, seed, hyperparameters, log_dir: 'an algorithm')\n", "NOT_AN_ALGORITHM",
-         "its build returned a str, not a metabench.algos.base.MetaRLAlgorithm"),
+        (PLUGIN.format(body="    pass").replace("(Mine, Random", "(int, Random"),
+         "IMPLEMENTATION", "its algorithm is <class 'int'>, not a subclass of "
+         "metabench.algos.base.MetaRLAlgorithm: pass your algorithm's class"),
+        (PLUGIN.format(body="    pass").replace("Mine, RandomSearchConfig", "Mine, dict"),
+         "IMPLEMENTATION", "its config is <class 'dict'>, not a dataclass"),
+        (BARE, "IMPLEMENTATION", "Bare is built as __init__(env, sampler, config, *, seed, "
+         "env_kwargs, log_dir, cpus, device), which Bare(env) does not take: override "
+         "from_benchmark, or give the constructor those arguments"),
+        (PLUGIN.format(body="    pass").replace("RandomSearchConfig)\n", "RandomSearchConfig, "
+         "lambda: {})\n"), "IMPLEMENTATION", "its benchmark_defaults takes () but is called as "
+         "benchmark_defaults(spec): give it those arguments"),
+        (PLUGIN.format(body="    @classmethod\n    def from_benchmark(cls, spec, config, **kw):\n"
+         "        return 'an algorithm'\n"), "IMPLEMENTATION",
+         "its from_benchmark returned a str, not a metabench.algos.base.MetaRLAlgorithm"),
     ],
 )  # fmt: skip
 def test_an_implementation_that_breaks_the_contract_is_one_line_naming_the_spec_file(

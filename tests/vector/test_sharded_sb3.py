@@ -99,7 +99,7 @@ def test_rl2_trains_the_same_with_env_workers():
 
     def train(processes: bool) -> list[torch.Tensor]:
         config = RL2PPOConfig(meta_batch_size=4, hidden_size=8, processes=processes)
-        algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=3, workers=2)
+        algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=3, cpus=2)
         algo.train(2)
         algo.venv.close()
         return [p.detach().clone() for p in algo.model.policy.parameters()]

@@ -46,7 +46,7 @@ from metabench.tasks.base import ListTaskSampler
 from metabench.tasks.toy import PointGoalEnv
 from metabench.vector import MetaBatchVectorEnv
 from metabench.wrappers import Trial
-from tests.factories import episode_batch
+from tests.factories import episode_batch, make_maml
 
 F64 = torch.float64
 POINT_GOAL = "metabench/PointGoal-v0"
@@ -86,7 +86,7 @@ def small_maml(**overrides: Any) -> MAML:
         "seed": 0,
     }
     config.update(overrides)
-    return MAML(POINT_GOAL, **config)
+    return make_maml(POINT_GOAL, **config)
 
 
 def rollout(policy: Policy, env: gym.Env[Any, Any], task: Any, n_episodes: int) -> EpisodeBatch:
@@ -343,7 +343,9 @@ def test_advantage_scale_variance_divides_the_centred_advantages_by_their_varian
     np.testing.assert_allclose(data.advantages.numpy(), expected, rtol=1e-10)
     assert not np.allclose(expected, (raw - raw.mean()) / (raw.std() + 1e-8))
     algo = small_maml(advantage_scale="variance")
-    raw = process_episodes(episodes, algo.discount, algo.gae_lambda, F64, normalize=False)
+    raw = process_episodes(
+        episodes, algo.config.discount, algo.config.gae_lambda, F64, normalize=False
+    )
     flat = raw.advantages.numpy()
     processed = algo.process(episodes).advantages.numpy()
     np.testing.assert_allclose(processed, (flat - flat.mean()) / (np.var(flat) + 1e-8), rtol=1e-5)
@@ -530,9 +532,9 @@ def test_maml_rejects_bad_configuration(overrides: dict[str, Any], error: type, 
 def test_maml_rejects_a_meta_batch_larger_than_the_task_set() -> None:
     tasks = ListTaskSampler([{"goal": [0.1, 0.1]}, {"goal": [-0.1, 0.2]}, {"goal": [0.0, 0.3]}])
     with pytest.raises(ValueError, match="cannot draw 5 distinct tasks from 3"):
-        MAML(POINT_GOAL, tasks, meta_batch_size=5, episodes_per_task=2, hidden_sizes=(4,))
+        make_maml(POINT_GOAL, tasks, meta_batch_size=5, episodes_per_task=2, hidden_sizes=(4,))
     # three tasks, each run in four sub-envs, is fine
-    algo = MAML(POINT_GOAL, tasks, meta_batch_size=3, episodes_per_task=4, hidden_sizes=(4,))
+    algo = make_maml(POINT_GOAL, tasks, meta_batch_size=3, episodes_per_task=4, hidden_sizes=(4,))
     assert algo.collector.vec_env.num_envs == 12
     algo.close()
 
@@ -556,7 +558,7 @@ def test_training_iteration_with_several_inner_steps(steps: int, first_order: bo
     assert math.isfinite(stats.pre_update_return) and math.isfinite(stats.post_update_return)
     assert stats.outer.accepted == (not torch.equal(before, after))
     if stats.outer.accepted:
-        assert stats.outer.kl <= algo.max_kl
+        assert stats.outer.kl <= algo.config.max_kl
     assert set(stats.as_dict()) >= {"pre_update_return", "trpo_accepted", "time_sampling"}
     algo.close()
 
@@ -614,7 +616,7 @@ def test_adapt_policy_runs_the_same_inner_update_on_the_episodes() -> None:
     )
     adapted = algo.adapt_policy(exploration, episodes)
 
-    data = process_episodes(episodes, algo.discount, algo.gae_lambda)
+    data = process_episodes(episodes, algo.config.discount, algo.config.gae_lambda)
     expected = adapt(algo.policy, meta_before, data, 0.05, 2, create_graph=False)
     for name, value in expected.items():
         torch.testing.assert_close(adapted.params[name], value.detach())
@@ -704,9 +706,9 @@ def test_maml_trpo_meta_learns_point_goal() -> None:
         "seed": 0,
     }
     test_tasks = PointGoalEnv().sample_tasks(20, np.random.default_rng(1000))
-    untrained = MAML(POINT_GOAL, **config)
+    untrained = make_maml(POINT_GOAL, **config)
     _, untrained_post = evaluate(untrained, test_tasks, 10)
-    algo = MAML(POINT_GOAL, **config)
+    algo = make_maml(POINT_GOAL, **config)
     algo.train(60)
     history = algo.history
     pre, post = evaluate(algo, test_tasks, 10)

@@ -26,11 +26,11 @@ from metabench.algos.maml import (
     old_outputs,
     policy_gradient_loss,
 )
-from metabench.algos.maml.variants import GARAGE_VARIANTS
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.tasks.toy import PointGoalEnv
 from metabench.validation import ConfigError
+from tests.factories import make_maml
 
 F64 = torch.float64
 POINT_GOAL = "metabench/PointGoal-v0"
@@ -215,7 +215,7 @@ def small(**overrides: Any) -> MAML:
         "seed": 0,
     }
     config.update(overrides)
-    return MAML(POINT_GOAL, **config)
+    return make_maml(POINT_GOAL, **config)
 
 
 def test_config_defaults_are_maml_trpo() -> None:
@@ -232,12 +232,30 @@ def test_config_defaults_are_maml_trpo() -> None:
         MAMLConfig(inner_loss="a2c")
 
 
+GARAGE_VARIANTS = {
+    "trpo": {"inner_loss": "vpg", "outer_loss": "trpo", "outer_optimizer": "trpo"},
+    "ppo": {"inner_loss": "ppo", "outer_loss": "ppo", "outer_optimizer": "adam"},
+    "vpg": {"inner_loss": "vpg", "outer_loss": "vpg", "outer_optimizer": "adam"},
+}
+"""garage's MAMLTRPO, MAMLPPO and MAMLVPG: the inner algorithm's loss (garage's for the inner
+step and the meta-loss; MAML-TRPO keeps pytorch-maml-rl's likelihood-ratio meta-loss) and the
+meta-optimiser."""
+
+
 @pytest.mark.parametrize("variant", sorted(GARAGE_VARIANTS))
 def test_each_baseline_file_builds_its_variant(variant: str) -> None:
     entry = get_algorithm(f"maml-{variant}")
     values = entry.hyperparameters(get_benchmark("HalfCheetahDir"), {})
     for name, value in GARAGE_VARIANTS[variant].items():
         assert values[name] == value
+    algo = entry.build(get_benchmark("PointGoal"), 0, {**values, "meta_batch_size": 2,
+                       "episodes_per_task": 1}, None)  # fmt: skip
+    try:
+        assert {name: getattr(algo.config, name) for name in GARAGE_VARIANTS[variant]} == (
+            GARAGE_VARIANTS[variant]
+        )
+    finally:
+        algo.close()  # type: ignore[attr-defined]
     assert entry.env_kwargs(get_benchmark("HalfCheetahDir")) == {"action_scale": 10.0}
     if variant != "trpo":  # garage's examples: 20 tasks x 40 episodes, 64-64 tanh, Adam 1e-3
         assert (values["meta_batch_size"], values["episodes_per_task"]) == (20, 40)

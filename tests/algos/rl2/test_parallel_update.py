@@ -34,7 +34,7 @@ def train(update_processes: bool, workers: int, **options: object) -> RL2PPO:
         update_processes=update_processes,
         **options,  # type: ignore[arg-type]
     )
-    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, workers=workers)
+    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=workers)
     algo.train(2)
     algo.venv.close()
     return algo
@@ -122,7 +122,7 @@ def test_update_processes_is_recorded_only_when_on() -> None:
     again = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2), seed=0)
     again.load_state_dict(state)  # an older checkpoint: no update_processes key
     config = RL2PPOConfig(meta_batch_size=2, processes=True, update_processes=True)
-    split = RL2PPO("metabench/PointGoal-v0", config=config, seed=0, workers=2)
+    split = RL2PPO("metabench/PointGoal-v0", config=config, seed=0, cpus=2)
     assert split.state_dict()["config"]["update_processes"] is True
     with pytest.raises(ValueError, match="different RL2PPOConfig"):
         split.load_state_dict(state)
