@@ -100,9 +100,9 @@ def check_implementation(implementation: Implementation, where: str) -> None:
 
 
 def check_algorithm(algo: Any, where: str) -> MetaRLAlgorithm:
-    """``algo`` (what ``from_benchmark`` returned), or :class:`SpecError` (prefixed ``where``) if it is not
-    a :class:`MetaRLAlgorithm` or does not set ``steps_per_iteration`` to an integer >= 0:
-    without it, ``--steps`` cannot be turned into ``train()`` iterations."""
+    """``algo`` (what ``from_benchmark`` returned), or :class:`SpecError` (prefixed ``where``)
+    if it is not a :class:`MetaRLAlgorithm` or does not set ``steps_per_iteration`` to an
+    integer >= 0: without it, ``--steps`` cannot be turned into ``train()`` iterations."""
     if not isinstance(algo, MetaRLAlgorithm):
         raise SpecError(
             f"{where}: its from_benchmark returned a {type(algo).__name__}, not a "
@@ -147,7 +147,8 @@ def user_code_error(error: BaseException, modules: Iterable[str]) -> str | None:
     packages), else ``None``.
 
     ``<method>`` is the first function of that code on the way down (``adapt_policy``,
-    ``train``, ``from_benchmark``, ...), ``<file>:<line>`` the last line of it the error passed through.
+    ``train``, ``from_benchmark``, ...), ``<file>:<line>`` the last line of it the error passed
+    through.
     """
     packages = {module.split(".")[0] for module in modules} - {"metabench"}
     frames = [

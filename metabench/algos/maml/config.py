@@ -2,8 +2,8 @@
 
 garage shipped three classes (``MAMLTRPO``, ``MAMLPPO``, ``MAMLVPG``) over one ``MAML`` that
 takes an inner algorithm and a meta-optimiser. Here the three are one :class:`MAMLConfig` with
-``inner_loss``, ``outer_loss`` and ``outer_optimizer``; the baseline files
-(``baselines/maml-{trpo,ppo,vpg}.toml``, their ``[defaults]``) pick them. The defaults are MAML-TRPO's, so a
+``inner_loss``, ``outer_loss`` and ``outer_optimizer``; the ``[defaults]`` of the baseline
+files (``baselines/maml-{trpo,ppo,vpg}.toml``) pick them. The defaults are MAML-TRPO's, so a
 ``config.json`` written before these fields existed builds the same algorithm.
 """
 
