@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 import metabench  # noqa: F401 - registers the ids
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 

@@ -17,8 +17,8 @@ import torch
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
 import metabench  # noqa: F401 - registers the ids
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.policy import WholeSequenceLstmPolicy
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 

@@ -127,7 +127,7 @@ def time_sawyer_classes(watch: Stopwatch) -> None:
 
 
 def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
-    from metabench.algos.rl2.ppo import RL2RecurrentPPO
+    from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 
     if episodes:
         overrides = {"episodes_per_trial": episodes, **overrides}

@@ -11,7 +11,7 @@ from metabench.algos.cmaes import CMAESConfig
 from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
-from metabench.algos.rl2.algorithm import RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPOConfig
 from metabench.cli import hyperparameter, main
 from metabench.evaluation import MetaTestResult
 from metabench.harness.algorithms import get_algorithm
@@ -293,7 +293,7 @@ def test_recorded_config_leaves_out_later_options_at_their_default() -> None:
 
 
 def test_a_list_option_added_at_its_default_is_not_recorded():
-    from metabench.algos.rl2.algorithm import RL2PPOConfig
+    from metabench.algos.rl2.rl2_ppo import RL2PPOConfig
     from metabench.validation import recorded_config
 
     assert "encoder_sizes" not in recorded_config(RL2PPOConfig())

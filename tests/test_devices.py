@@ -16,7 +16,7 @@ import torch
 
 from metabench.algos.maml.policy import detached_params
 from metabench.algos.reference import OraclePPO, ReferenceConfig
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.cli import main
 from metabench.devices import DeviceError, resolve_device, to_cpu
 from metabench.harness.algorithms import get_algorithm

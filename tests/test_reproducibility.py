@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.cli import main
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, make_evaluator

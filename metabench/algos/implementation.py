@@ -1,7 +1,7 @@
 """What an algorithm's ``entry_point`` names: an :class:`Implementation`, the Python side of an
 algorithm (its class and its config dataclass).
 
-Each algorithm module exports its own (``metabench.algos.rl2.algorithm:RL2_PPO``,
+Each algorithm module exports its own (``metabench.algos.rl2:RL2_PPO``,
 ``metabench.algos.maml:MAML_IMPLEMENTATION``, ...); ``baselines/*.toml`` name them and set their
 hyperparameters, and :mod:`metabench.harness.algorithms` reads those files. A hyperparameter
 takes one path: the config dataclass's default, then the spec file's tables, then ``--set``,

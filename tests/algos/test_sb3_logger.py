@@ -5,7 +5,7 @@ import tempfile
 import pytest
 
 from metabench.algos.reference import MultitaskPPO, ReferenceConfig
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 
 
 @pytest.mark.parametrize("make", ["rl2", "reference"])

@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyList
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.data import EpisodeBatch
 from metabench.evaluation import MetaEvaluator
 from metabench.tasks.toy import PointGoalEnv

@@ -251,7 +251,7 @@ def test_rl2_agent_runs_in_metaworld_evaluation():
     eval envs that add RL2's inputs themselves (``recurrent_info_in_obs``, rewards / 10)."""
     from metaworld.evaluation import metalearning_evaluation
 
-    from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+    from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 
     config = RL2PPOConfig(
         meta_batch_size=2, episodes_per_trial=2, hidden_size=8, n_epochs=1, reward_scale=0.1

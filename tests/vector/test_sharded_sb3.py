@@ -10,7 +10,7 @@ import pytest
 import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.errors import InvalidActionError
 from metabench.tasks.toy import PointGoalEnv
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv

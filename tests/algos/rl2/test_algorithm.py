@@ -12,8 +12,8 @@ import metabench  # noqa: F401 - registers the ids
 from metabench.algos.common.sb3 import UnclippedActions
 from metabench.algos.nop import NOP
 from metabench.algos.rl2 import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
-from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator

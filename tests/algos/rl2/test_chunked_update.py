@@ -12,8 +12,8 @@ import torch
 from sb3_contrib.common.recurrent import buffers
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.chunked_update import chunk_pass, chunk_starts
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from tests.factories import policy_parameters
 
 TRIAL = 80  # PointGoal: 4 episodes of 20 steps per trial

@@ -13,8 +13,8 @@ import pytest
 import torch as th
 
 import metabench  # noqa: F401 - registers the metabench/* ids
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
-from metabench.algos.rl2.trpo_algorithm import RL2TRPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_trpo import RL2TRPOConfig
 from metabench.validation import ConfigError
 
 ENCODER = (8, 7, 5)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from metabench.algos.rl2.algorithm import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.parallel_update import LossConstants, partial_loss
+from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from tests.factories import ROOT, policy_parameters
 
 CONFIGS = {

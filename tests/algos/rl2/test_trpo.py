@@ -13,8 +13,8 @@ from stable_baselines3.common.distributions import kl_divergence
 
 import metabench  # noqa: F401 - registers the ids
 from metabench.algos.nop import NOP
-from metabench.algos.rl2.trpo import CRITIC_PREFIXES, RL2RecurrentTRPO
-from metabench.algos.rl2.trpo_algorithm import RL2TRPO, RL2TRPOConfig
+from metabench.algos.rl2.recurrent_trpo import CRITIC_PREFIXES, RL2RecurrentTRPO
+from metabench.algos.rl2.rl2_trpo import RL2TRPO, RL2TRPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator

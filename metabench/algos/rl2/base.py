@@ -1,16 +1,12 @@
-"""RL2-PPO: a recurrent policy meta-trained with PPO across trials (Duan et al. 2016).
+"""What RL2 is whatever updates its recurrent policy (Duan et al. 2016): :class:`RL2`, the options
+every RL2 config shares, and its default trial on a benchmark.
 
-Built on sb3-contrib's ``RecurrentPPO`` and metabench's trial-aware vector env: each sub-env holds
-one task of the meta-batch for a whole trial (``episodes_per_trial`` episodes), the LSTM state
-resets only at trial starts, and returns and advantages span the episodes of a trial, as in
-garage's RL2. One iteration collects exactly one trial per sub-env (``n_steps`` = trial length).
-Training uses :class:`~metabench.algos.rl2.policy.WholeSequenceLstmPolicy`, which runs the LSTM
-over whole sequences (exact, several times faster than the stock step-by-step loop).
-
-Three components of garage's published RL2-PPO can be switched on from :class:`RL2PPOConfig`
-(defaults: sb3-contrib's behaviour): ``value_baseline="linear"`` (garage's linear feature
-baseline instead of a learned critic), ``recurrent_cell="gru"`` and ``entropy_method="max"``
-(the entropy bonus added to the rewards); see :mod:`metabench.algos.rl2.ppo`.
+One iteration collects exactly one trial per sub-env of metabench's trial-aware vector env
+(``n_steps`` = trial length): each sub-env holds one task of the meta-batch for a whole trial
+(``episodes_per_trial`` episodes), the recurrent state resets only at trial starts, and returns
+and advantages span the episodes of a trial, as in garage's RL2. :class:`RL2PPO
+<metabench.algos.rl2.rl2_ppo.RL2PPO>` and :class:`RL2TRPO
+<metabench.algos.rl2.rl2_trpo.RL2TRPO>` build the model that updates it.
 """
 
 from __future__ import annotations
@@ -19,16 +15,13 @@ import abc
 import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch as th
-from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
 from metabench.algos.benchmark import Benchmark
@@ -39,20 +32,18 @@ from metabench.algos.common.sb3 import (
     training_state,
     unclipped_actions,
 )
-from metabench.algos.implementation import Implementation
-from metabench.algos.rl2.chunked_update import check_chunk_settings
+from metabench.algos.rl2.meta_test import RL2AdaptedPolicy, RL2ExplorationPolicy, RL2PolicyBatch
 from metabench.algos.rl2.policy import (
     TanhEncoder,
     WholeSequenceGruPolicy,
     WholeSequenceLstmPolicy,
 )
-from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 from metabench.data import EpisodeBatch
 from metabench.devices import DeviceError, resolve_device
 from metabench.tasks.base import TaskSampler
-from metabench.validation import check_config, option, recorded_config
+from metabench.validation import recorded_config
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
-from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
 
 POLICY_CLASSES: dict[str, type[RecurrentActorCriticPolicy]] = {
@@ -126,134 +117,6 @@ PROCESSES_DOC = (
 )
 
 
-@dataclass(frozen=True)
-class RL2PPOConfig:
-    """Every RL2-PPO hyperparameter in one place (defaults: garage's HalfCheetahVel example).
-
-    Each field carries its range and documentation (:func:`metabench.validation.option`); a
-    value of the wrong type or out of range is a :class:`~metabench.validation.ConfigError`.
-    """
-
-    meta_batch_size: int = option(10, "tasks (sub-envs) per iteration, one trial each", low=1)
-    episodes_per_trial: int = option(4, "episodes of one task per trial", low=1)
-    hidden_size: int = option(
-        64, "width of the recurrent cell (garage: a GRU of 64 on HalfCheetah)", low=1
-    )
-    discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
-    gae_lambda: float = option(0.95, "GAE lambda", low=0.0, high=1.0)
-    clip_range: float = option(0.2, "PPO clipping of the probability ratio", low=0.0, low_open=True)
-    n_epochs: int = option(10, "PPO epochs per iteration", low=1)
-    batch_size: int | None = option(
-        None,
-        "PPO minibatch in steps; null = the whole iteration (garage's minibatch of 32 trials "
-        "exceeds its 10 trials per iteration, so it used the whole batch too)",
-        low=1,
-    )
-    learning_rate: float = option(1e-3, "Adam step size", low=0.0, low_open=True)
-    ent_coef: float = option(0.02, "entropy bonus coefficient", low=0.0)
-    vf_coef: float = option(0.5, "value loss coefficient", low=0.0)
-    max_grad_norm: float = option(0.5, "gradient clipping norm", low=0.0, low_open=True)
-    normalize_advantage: bool = option(False, "garage's example used center_adv=False")
-    reward_scale: float = option(
-        1.0, "multiplies the reward in the RL2 observation (Meta-World uses 0.1)", low=0.0
-    )
-    log_std_init: float = option(
-        0.0,
-        "initial log standard deviation of the Gaussian policy, in the [-1, 1] action space SB3 "
-        "acts in (garage: init_std 1.0, i.e. 0.0)",
-    )
-    clip_actions: bool = option(True, CLIP_ACTIONS_DOC)
-    zero_at_episode_start: bool = option(
-        False, ZERO_AT_EPISODE_START_DOC, recorded_at_default=False
-    )
-    deterministic_eval: bool = option(
-        False, "act with the distribution's mode in every meta-test episode"
-    )
-    deterministic_test: bool = option(False, DETERMINISTIC_TEST_DOC, recorded_at_default=False)
-    encoder_sizes: tuple[int, ...] = option((), ENCODER_SIZES_DOC, low=1, recorded_at_default=False)
-    policy_head: Literal["linear", "tanh"] = option(
-        "linear", POLICY_HEAD_DOC, recorded_at_default=False
-    )
-    weight_init: Literal["sb3", "xavier"] = option(
-        "sb3", WEIGHT_INIT_DOC, recorded_at_default=False
-    )
-    processes: bool = option(False, PROCESSES_DOC)
-    update_processes: bool = option(
-        False,
-        "with processes: split the PPO update's passes by trials between the training process "
-        "and the env workers, summing their gradients (equal to the one-process update up to "
-        "float rounding; metabench/algos/rl2/parallel_update.py)",
-        recorded_at_default=False,
-    )
-    chunk_length: int | None = option(
-        None,
-        "null: one PPO step per epoch on the whole trials (garage, sb3-contrib). A number: "
-        "Meta-World+'s RL2 update (metaworld_algorithms/rl/algorithms/rl2.py, chunk_len=250 in "
-        "examples/meta_learning/rl2_ml10.py), one step per chunk of this many steps per epoch, "
-        "backpropagation truncated at chunk starts (metabench/algos/rl2/chunked_update.py); "
-        "needs value_baseline='linear'",
-        low=2,
-        recorded_at_default=False,
-    )
-    chunk_overlap: int = option(
-        50,
-        "with chunk_length: steps each chunk shares with the next (Meta-World+: 50)",
-        low=0,
-        recorded_at_default=False,
-    )
-    value_baseline: Literal["critic", "linear"] = option(
-        "critic",
-        "what advantages are measured against. critic: sb3-contrib's learned value function (a "
-        "critic LSTM trained with weight vf_coef, GAE bootstrapped at the trial's time limit). "
-        "linear: garage's RL2 baseline (garage/tf/algos/_rl2npo.py, "
-        "garage/np/baselines/linear_feature_baseline.py), linear features over the whole trial "
-        "fitted before each update to the discounted returns, GAE over each trial with the value "
-        "after its last step 0; no critic, vf_coef ignored",
-    )
-    linear_baseline_fit: Literal["batch", "trial"] = option(
-        "batch", LINEAR_BASELINE_FIT_DOC, recorded_at_default=False
-    )
-    recurrent_cell: Literal["lstm", "gru"] = option(
-        "lstm",
-        "lstm (sb3-contrib's cell) or gru, the cell of garage's GaussianGRUPolicy "
-        "(garage/examples/tf/rl2_ppo_halfcheetah.py), both hidden_size wide",
-    )
-    entropy_method: Literal["regularized", "max"] = option(
-        "regularized",
-        "how ent_coef enters. regularized: sb3-contrib's -ent_coef * mean entropy in the PPO "
-        "loss. max: garage's RL2 setting (entropy_method='max', stop_entropy_gradient=True in "
-        "garage/examples/tf/rl2_ppo_halfcheetah.py, garage/tf/algos/npo.py), ent_coef * entropy "
-        "added to every step's reward before returns and advantages, no entropy term in the "
-        "loss; refuses normalize_advantage=true, as garage does",
-    )
-
-    def __post_init__(self) -> None:
-        check_config(self)
-        check_network_options(self)
-        if self.update_processes and not self.processes:
-            raise ValueError(
-                "update_processes=true splits the update over the env worker processes: set "
-                "processes=true too"
-            )
-        if self.linear_baseline_fit != "batch" and self.value_baseline != "linear":
-            raise ValueError(
-                f"linear_baseline_fit={self.linear_baseline_fit!r} fits the linear baseline: set "
-                "value_baseline='linear', or linear_baseline_fit to 'batch'"
-            )
-        if self.chunk_length is not None:
-            check_chunk_settings(self.chunk_length, self.chunk_overlap, self.value_baseline)
-            if self.update_processes:
-                raise ValueError(
-                    "update_processes=true splits the whole-trial update; the chunked update "
-                    "(chunk_length) runs in one process: set one of them to its default"
-                )
-        if self.entropy_method == "max" and self.normalize_advantage:
-            raise ValueError(
-                "entropy_method='max' needs normalize_advantage=False (garage refuses "
-                "center_adv with it): normalising would remove most of the entropy bonus"
-            )
-
-
 class _TrialStats(BaseCallback):
     """Collects meta-train return and success per episode index of the trial from ``info``."""
 
@@ -282,107 +145,6 @@ class _TrialStats(BaseCallback):
         return stats
 
 
-class RL2ExplorationPolicy(Policy):
-    """The recurrent policy acting in one env; its state spans every episode of the trial.
-
-    ``reset`` keeps the hidden state (garage's ``NoResetPolicy``): RL2 adapts by remembering.
-    The state starts fresh when the policy is created, i.e. once per meta-test task.
-    """
-
-    def __init__(self, model: RecurrentPPO, deterministic: bool) -> None:
-        self.model = model
-        self.deterministic = deterministic
-        self._state: tuple[np.ndarray, ...] | None = None
-        self._episode_start = np.ones(1, dtype=bool)
-
-    def get_action(self, observation: np.ndarray) -> np.ndarray:
-        return self.act(observation, self.deterministic)
-
-    def act(self, observation: np.ndarray, deterministic: bool) -> np.ndarray:
-        """One step from the current hidden state, the mode if ``deterministic``."""
-        action, self._state = self.model.predict(
-            observation[None],
-            state=self._state,
-            episode_start=self._episode_start,
-            deterministic=deterministic,
-        )
-        self._episode_start = np.zeros(1, dtype=bool)
-        return np.asarray(action[0])
-
-
-class RL2AdaptedPolicy(Policy):
-    """The recurrent policy after exploration: every test episode starts from the hidden state
-    that exploration ended with (garage's ``RL2AdaptedPolicy``, Meta-World+'s ``RL2Wrapped``),
-    so each test episode measures the adapted policy, not the one after the previous test.
-
-    :param deterministic: act with the mode (Meta-World+'s ``eval_action``) even where
-        exploration sampled.
-    """
-
-    def __init__(self, explored: RL2ExplorationPolicy, deterministic: bool) -> None:
-        self.model = explored.model
-        self.deterministic = deterministic
-        self._adapted = explored._state
-        self._explored = explored
-
-    def reset(self) -> None:
-        self._explored._state = self._adapted
-        self._explored._episode_start = np.zeros(1, dtype=bool)
-
-    def get_action(self, observation: np.ndarray) -> np.ndarray:
-        return self._explored.act(observation, self.deterministic)
-
-
-class RL2PolicyBatch(PolicyBatch):
-    """:class:`RL2ExplorationPolicy` and :class:`RL2AdaptedPolicy` for ``n`` tasks at once: one
-    recurrent forward pass per step over the rows that act, each row with its own hidden state.
-
-    :meth:`adapted` is the batch after exploration: each test episode of a row starts from the
-    hidden state that row's exploration ended with.
-    """
-
-    def __init__(self, model: RecurrentPPO, deterministic: bool, n: int) -> None:
-        self.model = model
-        self.deterministic = deterministic
-        self.n = n
-        self._state: tuple[np.ndarray, ...] | None = None  # (layers, n, hidden) arrays
-        self._episode_start = np.ones(n, dtype=bool)
-        self._adapted: tuple[np.ndarray, ...] | None = None
-
-    def get_actions(self, observations: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        state = None if self._state is None else tuple(s[:, rows] for s in self._state)
-        actions, new_state = self.model.predict(
-            observations,
-            state=state,
-            episode_start=self._episode_start[rows],
-            deterministic=self.deterministic,
-        )
-        assert new_state is not None  # a recurrent model always returns its state
-        if self._state is None:
-            self._state = tuple(
-                np.zeros((s.shape[0], self.n, *s.shape[2:]), dtype=s.dtype) for s in new_state
-            )
-        for full, part in zip(self._state, new_state, strict=True):
-            full[:, rows] = part
-        self._episode_start[rows] = False
-        return np.asarray(actions)
-
-    def adapted(self, deterministic: bool) -> RL2PolicyBatch:
-        """The rows' policies after exploration, acting with the mode if ``deterministic``
-        (this batch must not explore again)."""
-        if self._state is None:
-            raise RuntimeError("the exploration policies have not acted: nothing to adapt to")
-        self._adapted = tuple(s.copy() for s in self._state)
-        self.deterministic = self.deterministic or deterministic
-        return self
-
-    def reset(self, rows: np.ndarray) -> None:
-        if self._adapted is not None:  # a test episode: back to the state exploration ended in
-            assert self._state is not None
-            for full, adapted in zip(self._state, self._adapted, strict=True):
-                full[:, rows] = adapted[:, rows]
-
-
 def _rl2_env(
     env: gym.Env[Any, Any], reward_scale: float, zero_at_episode_start: bool, clip_actions: bool
 ) -> gym.Env[Any, Any]:
@@ -398,7 +160,7 @@ def _action_wrapper(clip_actions: bool) -> Callable[[gym.Env[Any, Any]], gym.Env
 class RL2(MetaRLAlgorithm):
     """What RL2 is whatever updates its recurrent policy: the trial-aware vector env, one trial
     per sub-env per iteration, the meta-test policies and the checkpoints. :class:`RL2PPO` and
-    :class:`~metabench.algos.rl2.trpo_algorithm.RL2TRPO` only build their model.
+    :class:`~metabench.algos.rl2.rl2_trpo.RL2TRPO` only build their model.
 
     :param env: a task env id (``"metabench/HalfCheetahVel-v0"``) or a task env factory.
     :param sampler: meta-training tasks; ``None`` uses the task env's ``sample_tasks``.
@@ -584,69 +346,6 @@ class RL2(MetaRLAlgorithm):
         self.iterations = load_training_state(self.model, self.venv, state)
 
 
-class RL2PPO(RL2):
-    """RL2 with PPO as the inner algorithm.
-
-    Takes :class:`RL2`'s arguments; ``config`` is an :class:`RL2PPOConfig` (``None``: its
-    defaults).
-
-    Example::
-
-        >>> import metabench
-        >>> algo = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2))
-        >>> stats = algo.train(1)
-        >>> algo.env_steps  # 2 trials of 4 episodes of 20 steps
-        160
-    """
-
-    config: RL2PPOConfig
-    config_class = RL2PPOConfig
-    tb_log_name = "rl2_ppo"
-
-    def _make_model(
-        self,
-        policy_class: type[RecurrentActorCriticPolicy],
-        policy_kwargs: dict[str, Any],
-        seed: int,
-        log_dir: str | None,
-    ) -> RL2RecurrentPPO:
-        config = self.config
-        model = RL2RecurrentPPO(
-            policy_class,
-            self.venv,
-            learning_rate=config.learning_rate,
-            batch_size=config.batch_size or self.steps_per_iteration,
-            n_epochs=config.n_epochs,
-            clip_range=config.clip_range,
-            vf_coef=0.0 if config.value_baseline == "linear" else config.vf_coef,
-            max_grad_norm=config.max_grad_norm,
-            policy_kwargs=policy_kwargs,
-            tensorboard_log=log_dir,
-            seed=seed,
-            chunk_length=config.chunk_length,
-            chunk_overlap=config.chunk_overlap,
-            linear_baseline_fit=config.linear_baseline_fit,
-            **self._model_kwargs(),
-        )
-        if config.update_processes:
-            model.update_venv = _sharded(self.venv)
-        return model
-
-
-def _sharded(venv: VecEnv) -> ShardedSubprocVecEnv | None:
-    """The :class:`ShardedSubprocVecEnv` under ``venv``'s wrappers, if there is one."""
-    while not isinstance(venv, ShardedSubprocVecEnv):
-        if not isinstance(venv, VecEnvWrapper):
-            return None
-        venv = venv.venv
-    return venv
-
-
-# -- the entry points of baselines/rl2-*.toml -----------------------------------------------------
 def trial_defaults(spec: Benchmark) -> dict[str, Any]:
     """RL2's default trial on a benchmark: the benchmark's episodes per trial."""
     return {"episodes_per_trial": spec.episodes_per_trial}
-
-
-RL2_PPO = Implementation(RL2PPO, RL2PPOConfig, trial_defaults)
-"""RL2-PPO on a benchmark: ``entry_point = "metabench.algos.rl2.algorithm:RL2_PPO"``."""

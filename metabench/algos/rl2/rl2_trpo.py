@@ -1,8 +1,9 @@
 """RL2-TRPO: RL2's recurrent policy meta-trained with TRPO (garage's ``RL2TRPO``).
 
-Everything but the update is RL2-PPO's (:class:`~metabench.algos.rl2.algorithm.RL2`): the
+Everything but the update is RL2-PPO's (:class:`~metabench.algos.rl2.base.RL2`): the
 trial-aware vector env, one trial per sub-env per iteration, the meta-test policies, the
-checkpoints. The update is :class:`~metabench.algos.rl2.trpo.RL2RecurrentTRPO`'s single TRPO step.
+checkpoints. The update is the single TRPO step of
+:class:`~metabench.algos.rl2.recurrent_trpo.RL2RecurrentTRPO`.
 The defaults are garage's ``examples/tf/rl2_trpo_halfcheetah.py`` with ``RL2TRPO``'s own defaults
 for what the example leaves out.
 """
@@ -15,7 +16,7 @@ from typing import Any, Literal
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
 from metabench.algos.implementation import Implementation
-from metabench.algos.rl2.algorithm import (
+from metabench.algos.rl2.base import (
     CLIP_ACTIONS_DOC,
     DETERMINISTIC_TEST_DOC,
     ENCODER_SIZES_DOC,
@@ -27,8 +28,8 @@ from metabench.algos.rl2.algorithm import (
     check_network_options,
     trial_defaults,
 )
-from metabench.algos.rl2.ppo import RL2RecurrentPPO
-from metabench.algos.rl2.trpo import RL2RecurrentTRPO
+from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
+from metabench.algos.rl2.recurrent_trpo import RL2RecurrentTRPO
 from metabench.validation import check_config, option
 
 __all__ = ["RL2TRPO", "RL2_TRPO", "RL2TRPOConfig"]
@@ -119,7 +120,7 @@ class RL2TRPOConfig:
 class RL2TRPO(RL2):
     """RL2 with TRPO as the inner algorithm: one trust-region step per iteration.
 
-    Takes :class:`~metabench.algos.rl2.algorithm.RL2`'s arguments; ``config`` is an
+    Takes :class:`~metabench.algos.rl2.base.RL2`'s arguments; ``config`` is an
     :class:`RL2TRPOConfig` (``None``: its defaults). :meth:`train` adds the last TRPO step's
     ``metatrain/trpo_*`` numbers to the trials' returns.
 
@@ -176,4 +177,4 @@ class RL2TRPO(RL2):
 
 
 RL2_TRPO = Implementation(RL2TRPO, RL2TRPOConfig, trial_defaults)
-"""RL2-TRPO on a benchmark: ``entry_point = "metabench.algos.rl2.trpo_algorithm:RL2_TRPO"``."""
+"""RL2-TRPO on a benchmark: ``entry_point = "metabench.algos.rl2:RL2_TRPO"``."""

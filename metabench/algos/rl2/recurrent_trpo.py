@@ -1,8 +1,9 @@
 """RL2's recurrent policy updated by TRPO instead of PPO (garage's ``RL2TRPO``).
 
-:class:`RL2RecurrentTRPO` keeps everything of :class:`~metabench.algos.rl2.ppo.RL2RecurrentPPO`
-up to the advantages (one whole trial per sub-env per iteration, garage's linear baseline or a
-learned critic, the ``"max"`` entropy bonus) and replaces PPO's epochs with one
+:class:`RL2RecurrentTRPO` keeps everything of
+:class:`~metabench.algos.rl2.recurrent_ppo.RL2RecurrentPPO` up to the advantages (one whole
+trial per sub-env per iteration, garage's linear baseline or a learned critic, the ``"max"``
+entropy bonus) and replaces PPO's epochs with one
 :func:`~metabench.algos.common.trpo.trpo_step` on the whole batch: conjugate gradient on the exact
 Hessian-vector product of the mean ``KL(old || new)``, then a backtracking line search that
 accepts a fraction only if the true KL is at most ``max_kl`` and the surrogate improved.
@@ -32,7 +33,7 @@ from metabench.algos.common.trpo import (
     line_search_objectives,
     trpo_step,
 )
-from metabench.algos.rl2.ppo import RL2RecurrentPPO
+from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 
 __all__ = ["CRITIC_PREFIXES", "RL2RecurrentTRPO"]
 
