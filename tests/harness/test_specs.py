@@ -12,6 +12,7 @@ import sysconfig
 
 import pytest
 
+from metabench.algos.maml import MAMLConfig
 from metabench.cli import main
 from metabench.harness.algorithms import clear_spec_caches, get_algorithm, load_algorithms
 from metabench.harness.benchmarks import get_benchmark, load_benchmarks
@@ -359,6 +360,21 @@ def test_list_shows_every_benchmark_and_algorithm_with_its_description(user_spec
     for name in load_algorithms():
         assert f"│ {name} " in out
     assert "quick 400,000, paper 80,000,000" in out  # maml-trpo's profiles
+
+
+def test_list_shows_a_baseline_files_defaults_over_its_configs(capsys):
+    """maml-ppo.toml's [defaults] make MAML MAML-PPO: `list` shows them as its defaults, and
+    maml-trpo (no [defaults]) shows MAMLConfig's own."""
+    assert main(["list"]) == 0
+    defaults = {}
+    for line in capsys.readouterr().out.splitlines():
+        cells = [cell.strip() for cell in line.split("│")[1:-1]]
+        if len(cells) == 5 and cells[1] in ("inner_loss", "outer_optimizer"):
+            defaults[cells[0], cells[1]] = cells[3]
+    assert defaults["maml-ppo", "inner_loss"] == "ppo"
+    assert defaults["maml-ppo", "outer_optimizer"] == "adam"
+    assert defaults["maml-trpo", "inner_loss"] == MAMLConfig().inner_loss == "vpg"
+    assert defaults["maml-trpo", "outer_optimizer"] == MAMLConfig().outer_optimizer == "trpo"
 
 
 def test_every_shipped_baseline_names_an_implementation_in_its_algorithm_module():
