@@ -41,11 +41,6 @@ ARGUMENTS = {
 }
 """The arguments metabench passes to each function of an :class:`Implementation`."""
 
-BUILD_ARGUMENTS = ("spec", "config")
-BUILD_KEYWORDS = ("seed", "log_dir", "cpus", "device")
-"""How metabench calls ``from_benchmark`` (and, through the default ``from_benchmark``, the
-constructor)."""
-
 
 def check_implementation(implementation: Implementation, where: str) -> None:
     """Raise :class:`SpecError` (prefixed ``where``) if ``implementation`` does not name a
@@ -62,18 +57,17 @@ def check_implementation(implementation: Implementation, where: str) -> None:
             f"{where}: its config is {reprlib.repr(config)}, not a dataclass: pass a frozen "
             f"dataclass of metabench.validation.option fields"
         )
-    keywords = dict.fromkeys(BUILD_KEYWORDS)
     if algorithm.from_benchmark.__func__ is MetaRLAlgorithm.from_benchmark.__func__:  # type: ignore[attr-defined]
-        function: Any = algorithm
+        function: Any = algorithm  # the default from_benchmark calls the constructor
         call = "__init__(env, sampler, config, *, seed, env_kwargs, log_dir, cpus, device)"
-        arguments: tuple[Any, ...] = (None, None, None)
-        keywords["env_kwargs"] = None
+        names: tuple[str, ...] = ("env", "sampler", "config")
+        keywords: tuple[str, ...] = ("seed", "env_kwargs", "log_dir", "cpus", "device")
     else:
         function = algorithm.from_benchmark
         call = "from_benchmark(spec, config, *, seed, log_dir, cpus, device)"
-        arguments = BUILD_ARGUMENTS
+        names, keywords = ("spec", "config"), ("seed", "log_dir", "cpus", "device")
     try:
-        inspect.signature(function).bind(*arguments, **keywords)
+        inspect.signature(function).bind(*names, **dict.fromkeys(keywords))
     except TypeError:
         raise SpecError(
             f"{where}: {algorithm.__name__} is built as {call}, which "
