@@ -123,7 +123,7 @@ def _plot_benchmark(benchmark: str, groups: dict[str, list[Result]]) -> bytes:
             ax.set_ylim(-0.05, 1.05)
     for ax in axes:
         ax.set_xticks(np.arange(1, n_episodes + 1))
-    axes[0].legend(loc="best", fontsize="small")
+    _legend_below(fig, axes[0])
     bands = (
         f"{CONFIDENCE:.0%} bootstrap band over seeds"
         if any(len(runs) > 1 for runs in groups.values())
@@ -203,7 +203,7 @@ def _plot_tasks(benchmark: str, groups: dict[str, tuple[str, np.ndarray, np.ndar
     ax.set_xlabel(f"task: {name}")
     ax.set_ylabel("post-adaptation return")
     ax.grid(alpha=0.3)
-    ax.legend(loc="best", fontsize="small")
+    _legend_below(fig, ax)
     fig.suptitle(
         f"{benchmark}: post-adaptation return per test task\n"
         "(dots: the tasks of all seeds; lines: means over eighths of the tasks)",
@@ -290,7 +290,7 @@ def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, 
         if name == "success":
             ax.set_ylim(-0.05, 1.05)
             _draw_published(ax, benchmark)
-    axes[0].legend(loc="best", fontsize="small")
+    _legend_below(fig, axes[0])
     n_tasks = sorted({e["aggregate"].get("n_tasks") for _, _, evals in runs for e in evals})
     fig.suptitle(
         f"{benchmark}: meta-test during training on {'/'.join(map(str, n_tasks))} test tasks "
@@ -366,6 +366,22 @@ PROFILE_POINTS = 201
 """Thresholds at which a performance profile plot evaluates each algorithm's profile."""
 
 
+def _legend_below(fig: Figure, ax: Axes) -> None:
+    """Put ``ax``'s legend under the panels, the figure made taller by its rows.
+
+    Inside a panel a legend hides the curves once the labels name a run's settings (a variant's
+    label runs to a hundred characters); below them it hides nothing.
+    """
+    handles, labels = ax.get_legend_handles_labels()
+    if not labels:
+        return
+    columns = 1 if max(map(len, labels)) > 40 else 2
+    rows = -(-len(labels) // columns)
+    width, height = fig.get_size_inches()
+    fig.set_size_inches(width, height + 0.22 * rows)
+    fig.legend(handles, labels, loc="outside lower center", ncols=columns, fontsize="small")
+
+
 def _plot_profile(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> bytes:
     from rliable import plot_utils
 
@@ -374,13 +390,7 @@ def _plot_profile(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> 
     thresholds = np.linspace(low, high, PROFILE_POINTS)
     profiles = performance_profile(scores, thresholds, CONFIDENCE)
     named = {_seeds(name, s): profiles[name] for name, s in scores.items()}
-    columns = 1 if max(len(name) for name in named) > 40 else 2
-    legend_rows = -(-len(named) // columns)
-    fig = Figure(
-        figsize=(PANEL_SIZE[0] * 1.5, PANEL_SIZE[1] + 0.22 * legend_rows),
-        dpi=DPI,
-        layout="constrained",
-    )
+    fig = Figure(figsize=(PANEL_SIZE[0] * 1.5, PANEL_SIZE[1]), dpi=DPI, layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.subplots()
     plot_utils.plot_performance_profiles(
@@ -401,7 +411,7 @@ def _plot_profile(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> 
         hrect=5,
     )
     ax.set_ylim(-0.05, 1.05)
-    fig.legend(loc="outside lower center", ncols=columns, fontsize="small")
+    _legend_below(fig, ax)
     fig.suptitle(
         f"{benchmark}: performance profile over seeds (rliable)\nscore: {label}; "
         f"bands: {CONFIDENCE:.0%} stratified bootstrap over seeds (none with one seed)",

@@ -426,11 +426,15 @@ def test_plot_adaptation_curves_one_valid_png_per_benchmark(tmp_path: Path) -> N
     ]
     width, height = (int(plots.PANEL_SIZE[0] * plots.DPI), int(plots.PANEL_SIZE[1] * plots.DPI))
     expected_width = {"Cheetah_Vel": width, "ML1": 2 * width, "Single": width}  # ML1: success
+    # the legend sits below the panels in 2 columns, each row adding 0.22 inch: Cheetah_Vel's
+    # 3 labels (maml, rl2, end of exploration) take 2 rows, the others' 2 labels one
+    row = round(0.22 * plots.DPI)
+    expected_height = {"Cheetah_Vel": height + 2 * row, "ML1": height + row, "Single": height + row}
     for name, png in pngs.items():
         assert png[:8] == PNG_SIGNATURE
         image = imread(io.BytesIO(png), format="png")
         benchmark = name.removesuffix(".png").removeprefix("adaptation_")
-        assert image.shape[:2] == (height, expected_width[benchmark])
+        assert image.shape[:2] == (expected_height[benchmark], expected_width[benchmark])
 
 
 def test_mixed_protocols_plot_as_separate_lines(monkeypatch) -> None:
@@ -491,8 +495,9 @@ def test_return_by_task_plot_only_where_the_task_is_one_number_with_many_values(
         "profile_Vel.png",
     ]
     image = imread(io.BytesIO(pngs["return_by_task_Vel.png"]), format="png")
+    legend_row = round(0.22 * plots.DPI)  # maml and nop: one row of the legend below the panel
     assert image.shape[:2] == (
-        int(plots.PANEL_SIZE[1] * plots.DPI),
+        int(plots.PANEL_SIZE[1] * plots.DPI) + legend_row,
         int(plots.PANEL_SIZE[0] * plots.DPI),
     )
 
@@ -522,8 +527,10 @@ def test_learning_curves_come_from_the_periodic_metatests_beside_each_result(
     width, height = (int(plots.PANEL_SIZE[0] * plots.DPI), int(plots.PANEL_SIZE[1] * plots.DPI))
     ml1 = imread(io.BytesIO(pngs["learning_ML1.png"]), format="png")
     vel = imread(io.BytesIO(pngs["learning_Vel.png"]), format="png")
-    assert ml1.shape[:2] == (height, 2 * width)  # success and return
-    assert vel.shape[:2] == (height, width)  # return only
+    # the legend below the panels holds a test and a first-episode line per run, in 2 columns
+    row = round(0.22 * plots.DPI)
+    assert ml1.shape[:2] == (height + 2 * row, 2 * width)  # success and return; 2 runs
+    assert vel.shape[:2] == (height + row, width)  # return only; 1 run
     assert [e["env_steps"] for e in plots.periodic_metatests(runs[0][0])] == [100, 200, 300]
     # given with their paths, results get their learning curves in every plot set
     assert "learning_ML1.png" in plots.render_plots(runs)
