@@ -169,7 +169,7 @@ def main() -> None:
             num_envs=num_envs,
             vectorization_mode="vector_entry_point",
             horizon=args.horizon,
-            nthread=1,
+            threads=1,
         )
         try:
             best = measure(cheetah, args.episodes_per_task, args.rounds)
