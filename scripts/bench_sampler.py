@@ -83,7 +83,7 @@ def make_contenders(
     """The timed functions, each sampling one batch of episodes, and a function closing them."""
     threads = threads or os.cpu_count() or 1
     policy = make_policy()
-    vec = HalfCheetahVelVectorEnv(num_envs, horizon=horizon, threads=threads, backend=backend)
+    vec = HalfCheetahVelVectorEnv(num_envs, horizon=horizon, processes=threads, backend=backend)
     vec.reset(seed=0)
 
     # (a) raw: same model and reset states as the vector env, open-loop actions of the same law.

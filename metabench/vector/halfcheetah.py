@@ -17,7 +17,7 @@ Two physics backends:
     qvel, the constraint solver's warm start ``qacc_warmstart``, ctrl) is a row of an array in
     shared memory; a worker loads a row into its ``MjData`` (``mj_setState``), steps it
     (``mj_step``, frame skip 5) and saves it back, so the warm start carries from step to step
-    as in the single env's ``MjData``. ``threads - 1`` forked worker processes and the calling
+    as in the single env's ``MjData``. ``processes - 1`` forked worker processes and the calling
     process share the rows out in chunks, first come first served. Processes, not threads:
     ``mj_step`` releases the GIL, but a GIL hand-over every 20 us cheetah step cost up to a
     third of the speed on a busy machine (measured). Without ``fork`` (Windows) everything
@@ -41,7 +41,7 @@ Example::
 
     >>> import gymnasium as gym
     >>> import metabench
-    >>> envs = gym.make_vec("metabench/HalfCheetahVel-v0", num_envs=4, threads=1)
+    >>> envs = gym.make_vec("metabench/HalfCheetahVel-v0", num_envs=4, processes=1)
     >>> envs.set_tasks([{"velocity": v} for v in (0.5, 1.0, 1.5, 2.0)])
     >>> obs, info = envs.reset(seed=0)
     >>> obs.shape
@@ -263,8 +263,9 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
 
     :param task_env: a single task env; it is only a template and is never stepped.
     :param num_envs: number of cheetahs.
-    :param threads: processes (``"exact"``) or threads (``"rollout"``) to step them on,
-        counting the calling process; ``None`` uses every core (``os.cpu_count()``).
+    :param processes: the processes that step them, the calling one included (``"exact"``),
+        or ``mujoco.rollout``'s threads (``"rollout"``); ``None`` uses every core
+        (``os.cpu_count()``).
     :param backend: ``"exact"`` (bit-identical to the single env) or ``"rollout"``
         (``mujoco.rollout``; see the module doc for how it differs).
     """
@@ -274,20 +275,20 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         task_env: HalfCheetahTaskEnv,
         num_envs: int,
         *,
-        threads: int | None = None,
+        processes: int | None = None,
         backend: PhysicsBackend = "exact",
     ) -> None:
         check_count("num_envs", num_envs)
-        if threads is None:
-            threads = os.cpu_count() or 1
-        threads = check_count("threads", threads, hint="pass None for every core")
+        if processes is None:
+            processes = os.cpu_count() or 1
+        processes = check_count("processes", processes, hint="pass None for every core")
         if backend not in ("exact", "rollout"):
             raise ValueError(f"backend must be 'exact' or 'rollout', got {backend!r}")
 
         self.metadata = {"autoreset_mode": AutoresetMode.DISABLED, "render_modes": []}
         self._template = task_env
         self.num_envs = int(num_envs)
-        self.threads = threads
+        self.processes = processes
         self.backend: PhysicsBackend = backend
         self.horizon: int = task_env.horizon
         self.single_observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
@@ -317,7 +318,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         n_physics = mujoco.mj_stateSize(model, _PHYSICS_SPEC)  # then nv warm start columns
         self._ctrl_cols = slice(n_physics + nv, n_state)
         self._rows = _Rows(
-            model, self.num_envs, n_state, threads if backend == "exact" else 1, self._frame_skip
+            model, self.num_envs, n_state, processes if backend == "exact" else 1, self._frame_skip
         )
         self._state = self._rows.state
         self._xpos = self._rows.xpos
@@ -328,7 +329,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
                     "the rollout backend needs a model without mocap, userdata, plugins"
                 )
             self._rollout = _RolloutStepper(
-                task_env.fullpath, self.num_envs, threads, self._frame_skip, n_physics, model.nu
+                task_env.fullpath, self.num_envs, processes, self._frame_skip, n_physics, model.nu
             )
 
         self._tasks: list[dict[str, float]] | None = None
@@ -607,7 +608,8 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
     :param velocity_range: goal velocities of :meth:`sample_tasks`, as the single env's.
     :param horizon: episode length, shared by all sub-envs.
     :param action_scale: the single env's action normalisation, applied to every row.
-    :param threads: processes or threads to use (``None``: all cores).
+    :param processes: processes (``"exact"``) or threads (``"rollout"``) to use (``None``: all
+        cores).
     :param backend: ``"exact"`` or ``"rollout"`` (see the module doc).
     """
 
@@ -618,7 +620,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
         horizon: int = 200,
         action_scale: float | None = None,
         *,
-        threads: int | None = None,
+        processes: int | None = None,
         backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
@@ -626,7 +628,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
                 velocity_range=velocity_range, horizon=horizon, action_scale=action_scale
             ),
             num_envs,
-            threads=threads,
+            processes=processes,
             backend=backend,
         )
         self.velocity_range = self._template.velocity_range  # type: ignore[attr-defined]
@@ -645,13 +647,13 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         horizon: int = 100,
         action_scale: float | None = None,
         *,
-        threads: int | None = None,
+        processes: int | None = None,
         backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
             HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale),
             num_envs,
-            threads=threads,
+            processes=processes,
             backend=backend,
         )
 

@@ -72,7 +72,7 @@ def test_cpus_bounds_the_maml_collector_processes_on_a_64_core_machine(tmp_path,
     algo = entry.build(spec, 0, hyperparameters, None, cpus=2)
     try:
         vec_env = algo.collector.vec_env.unwrapped  # type: ignore[attr-defined]
-        assert vec_env.threads == 2
+        assert vec_env.processes == 2
         assert len(vec_env._rows._processes) == 1  # the calling process steps rows too
     finally:
         algo.close()  # type: ignore[attr-defined]
