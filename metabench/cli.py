@@ -347,8 +347,9 @@ def grid_arguments(
         help="every cell's --device (cpu, cuda or auto); on Ray a cell on a GPU asks for one",
     )  # fmt: skip
     command.add_argument(
-        "--workers", type=positive_int, default=os.cpu_count() or 1,
-        help="local executor: cores' worth of cells run at once",
+        "--cpus", type=positive_int, default=os.cpu_count() or 1,
+        help="local executor: cores' worth of cells run at once (each cell's own cores are its "
+        "baseline's cpus)",
     )  # fmt: skip
 
 
@@ -425,7 +426,7 @@ def bench_command(args: argparse.Namespace) -> None:
     make_writable_folder(args.results, "--results")
     if args.address != "auto" and args.executor != "ray":
         raise RunError("--address is for the ray executor: add --executor ray")
-    executor = make_executor(args.executor, workers=args.workers, address=args.address)
+    executor = make_executor(args.executor, cpus=args.cpus, address=args.address)
     try:
         outcome = run_grid(cells, executor, console)
     finally:
@@ -457,15 +458,15 @@ def plan_command(args: argparse.Namespace) -> None:
     )
     console.print(plan_table(cells, predictions, title=f"metabench plan --profile {args.profile}"))
     durations = [cost.total_s for _, cost in predictions]
-    cpus = [cell.cpus for cell in cells]
+    cell_cpus = [cell.cpus for cell in cells]
     lines = [
         f"one cell after another: {sum(durations) / 3600:.2f} h",
-        f"local executor, {args.workers} cores: "
-        f"{schedule_time(durations, cpus, args.workers) / 3600:.2f} h",
+        f"local executor, {args.cpus} cores: "
+        f"{schedule_time(durations, cell_cpus, args.cpus) / 3600:.2f} h",
     ]
     lines += [
         f"Ray, {nodes} nodes x {args.node_cores} cores: "
-        f"{cluster_time(durations, cpus, nodes, args.node_cores) / 3600:.2f} h"
+        f"{cluster_time(durations, cell_cpus, nodes, args.node_cores) / 3600:.2f} h"
         for nodes in args.ray_nodes
     ]
     console.print("Predicted wall time of the grid (from " + str(cache.path) + "):")

@@ -169,13 +169,13 @@ def main() -> None:
             num_envs=num_envs,
             vectorization_mode="vector_entry_point",
             horizon=args.horizon,
-            nthread=1,
+            processes=1,
         )
         try:
             best = measure(cheetah, args.episodes_per_task, args.rounds)
         finally:
             cheetah.close()
-        report(f"HalfCheetahVel vector env, one thread ({shape}):", best)
+        report(f"HalfCheetahVel vector env, one process ({shape}):", best)
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def measure(rounds: int = 2) -> dict[str, float]:
         "maml": lambda: _rate(lambda: maml.train(1), maml.steps_per_iteration),
         "metatest_sequential": lambda: _rate(lambda: evaluator.evaluate(tested), metatest_steps),
         "metatest_batched": lambda: _rate(
-            lambda: evaluator.evaluate(tested, workers=cores), metatest_steps
+            lambda: evaluator.evaluate(tested, processes=cores), metatest_steps
         ),
     }
     best = dict.fromkeys(subjects, 0.0)

@@ -75,15 +75,15 @@ def make_policy(seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
 def make_contenders(
     num_envs: int = 800,
     horizon: int = 200,
-    nthread: int | None = None,
+    threads: int | None = None,
     backend: PhysicsBackend = "exact",
     sync: bool = True,
     long_rollout: bool = True,
 ) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
     """The timed functions, each sampling one batch of episodes, and a function closing them."""
-    nthread = nthread or os.cpu_count() or 1
+    threads = threads or os.cpu_count() or 1
     policy = make_policy()
-    vec = HalfCheetahVelVectorEnv(num_envs, horizon=horizon, nthread=nthread, backend=backend)
+    vec = HalfCheetahVelVectorEnv(num_envs, horizon=horizon, processes=threads, backend=backend)
     vec.reset(seed=0)
 
     # (a) raw: same model and reset states as the vector env, open-loop actions of the same law.
@@ -95,8 +95,8 @@ def make_contenders(
     rng = np.random.default_rng(0)
     controls = rng.standard_normal((horizon, num_envs, 1, model.nu))
     controls = np.ascontiguousarray(np.repeat(controls, FRAME_SKIP, axis=2))
-    pool = rollout.Rollout(nthread=nthread if nthread > 1 else 0)
-    datas = [mujoco.MjData(model) for _ in range(nthread)]
+    pool = rollout.Rollout(nthread=threads if threads > 1 else 0)
+    datas = [mujoco.MjData(model) for _ in range(threads)]
     models = [model] * num_envs
     step_states = np.empty((num_envs, FRAME_SKIP, nstate))
     ctrl_spec = int(mujoco.mjtState.mjSTATE_CTRL)
@@ -159,7 +159,7 @@ def measure(
     num_envs: int = 800,
     horizon: int = 200,
     rounds: int = 5,
-    nthread: int | None = None,
+    threads: int | None = None,
     backend: PhysicsBackend = "exact",
     sync: bool = True,
     long_rollout: bool = True,
@@ -172,7 +172,7 @@ def measure(
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(torch_threads)
-    contenders, close = make_contenders(num_envs, horizon, nthread, backend, sync, long_rollout)
+    contenders, close = make_contenders(num_envs, horizon, threads, backend, sync, long_rollout)
     try:
         best = best_times(contenders, rounds)
     finally:
@@ -186,7 +186,7 @@ def main() -> None:
     parser.add_argument("--num-envs", type=int, default=800, help="cheetahs (40 tasks x 20)")
     parser.add_argument("--horizon", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--nthread", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--backend", choices=["exact", "rollout"], default="exact")
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--no-sync", action="store_true", help="skip the slow SyncVectorEnv")
@@ -196,14 +196,14 @@ def main() -> None:
         args.num_envs,
         args.horizon,
         args.rounds,
-        args.nthread,
+        args.threads,
         args.backend,
         sync=not args.no_sync,
         torch_threads=args.torch_threads,
     )
     print(
-        f"{args.num_envs} HalfCheetahVel cheetahs x horizon {args.horizon}, nthread "
-        f"{args.nthread} (os.cpu_count() = {os.cpu_count()}), {args.torch_threads} torch "
+        f"{args.num_envs} HalfCheetahVel cheetahs x horizon {args.horizon}, threads "
+        f"{args.threads} (os.cpu_count() = {os.cpu_count()}), {args.torch_threads} torch "
         f"thread(s); best of {args.rounds} interleaved rounds"
     )
     raw = rates[RAW]

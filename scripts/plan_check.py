@@ -7,7 +7,7 @@ and prints, per cell, the predicted and measured training + meta-test time (``re
 an otherwise idle machine; the default grid is ``make run``'s.
 
     .venv/bin/python scripts/plan_check.py [--benchmarks HalfCheetahVel]
-        [--algorithms maml-trpo multitask nop] [--seeds 0 1] [--profile quick] [--workers 2]
+        [--algorithms maml-trpo multitask nop] [--seeds 0 1] [--profile quick] [--cpus 2]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="+", default=["maml-trpo", "multitask", "nop"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--profile", default="quick")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
 
     folder = Path(tempfile.mkdtemp(prefix="plan-check-"))
@@ -42,11 +42,11 @@ def main() -> None:
     predictions = predict_cells(cells, CalibrationCache(folder / "calibration.json"))
     calibration_s = time.perf_counter() - start
     durations = [cost.total_s for _, cost in predictions]
-    predicted_grid = schedule_time(durations, [cell.cpus for cell in cells], args.workers)
+    predicted_grid = schedule_time(durations, [cell.cpus for cell in cells], args.cpus)
 
     command = [sys.executable, "-m", "metabench.cli", "bench", "--benchmarks", *args.benchmarks,
                "--algorithms", *args.algorithms, "--seeds", *map(str, args.seeds),
-               "--profile", args.profile, "--workers", str(args.workers),
+               "--profile", args.profile, "--cpus", str(args.cpus),
                "--results", str(results)]  # fmt: skip
     start = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
@@ -59,7 +59,7 @@ def main() -> None:
         predicted = cost.train_s + cost.metatest_s  # wall_time_s leaves out the set-up
         print(f"{cell.label:<40} {predicted:>12.1f} {measured:>11.1f} {predicted / measured:>6.2f}")
     print(
-        f"{'grid, ' + str(args.workers) + ' cores (set-up included)':<40} {predicted_grid:>12.1f} "
+        f"{'grid, ' + str(args.cpus) + ' cores (set-up included)':<40} {predicted_grid:>12.1f} "
         f"{measured_grid:>11.1f} {predicted_grid / measured_grid:>6.2f}"
     )
 

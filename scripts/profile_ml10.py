@@ -248,20 +248,20 @@ def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
     from metabench.evaluation.batched import _TrialEnvs
 
     evaluator = make_evaluator(plan.spec, plan.config["seed"], test_tasks=tasks)
-    workers = os.cpu_count() or 1
+    processes = os.cpu_count() or 1
     batched = Stopwatch()
     batched.wrap(type(algo.get_exploration_policies(1)), "get_actions", "policy inference")
     batched.wrap(_TrialEnvs, "step_rows", "env: one shard here, the others in workers")
     batched.wrap(_TrialEnvs, "__init__", "building the envs and workers")
     start = time.perf_counter()
     with algo.evaluation_streams(0):
-        result = evaluator.evaluate(algo, workers=workers)
+        result = evaluator.evaluate(algo, processes=processes)
     total = time.perf_counter() - start
     ratios = ", ".join(f"{seconds / total:.2f}x on {step}" for step, seconds in sequential.items())
     s = batched.seconds
     print_split(
         f"batched meta-test of {algorithm} on ML10 (lean step, {result.n_tasks} test tasks at "
-        f"once, {workers} processes), against the sequential meta-test: {ratios}",
+        f"once, {processes} processes), against the sequential meta-test: {ratios}",
         total,
         result.n_env_steps,
         [(label, s[label]) for label in sorted(s)],

@@ -26,7 +26,7 @@ def main() -> None:
     if not hasattr(algorithm, "config") or "deterministic_test" not in vars(algorithm.config):
         parser.error(f"{run.config['algorithm']} has no deterministic_test option")
     algorithm.config = dataclasses.replace(algorithm.config, deterministic_test=False)
-    result = run.evaluator(args.test_tasks).evaluate(algorithm, run.workers)
+    result = run.evaluator(args.test_tasks).evaluate(algorithm, run.processes)
     aggregate = result.to_dict()["aggregate"]
     print(
         json.dumps(

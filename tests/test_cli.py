@@ -49,6 +49,8 @@ def test_bench_and_train_options_and_their_defaults():
     [
         (["train", "--benchmark", "Bandit"], "the following arguments are required: --algorithm"),
         (["bench", "--algorithms", "nope"], "invalid choice: 'nope'"),
+        (["bench", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
+        (["plan", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
     ],
 )
 def test_option_errors_name_the_option(args, message, capsys):
@@ -63,14 +65,16 @@ def test_option_errors_name_the_option(args, message, capsys):
     [
         (["bench", "--envs", "Bandit"], "--envs Bandit"),
         (["bench", "--baselines", "nop"], "--baselines nop"),
+        (["bench", "--workers", "2"], "--workers 2"),
+        (["plan", "--workers", "2"], "--workers 2"),
         # argparse takes an unambiguous prefix of an option for the option, so --algo is
         # --algorithm (as in the commands recorded in results/), without a warning
         (["train", "--benchmark", "Bandit", "--algo", "nop"], None),
     ],
 )
 def test_the_old_option_spellings_are_not_options(args, unrecognized, capsys):
-    """``bench --envs/--baselines`` and ``train --algo`` were the old spellings of
-    ``--benchmarks``, ``--algorithms`` and ``--algorithm``."""
+    """``bench --envs/--baselines``, ``bench/plan --workers`` and ``train --algo`` were the old
+    spellings of ``--benchmarks``, ``--algorithms``, ``--cpus`` and ``--algorithm``."""
     from metabench.cli import build_parser
 
     parser = build_parser()

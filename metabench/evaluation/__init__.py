@@ -1,7 +1,7 @@
 """The meta-test: explore each held-out task, adapt, then act with the adapted policy.
 
 - :mod:`~metabench.evaluation.sequential`: :class:`MetaEvaluator`, the protocol, one task at a
-  time (or all at once with ``evaluate(algo, workers=k)``);
+  time (or all at once with ``evaluate(algo, processes=k)``);
 - :mod:`~metabench.evaluation.batched`: every test task's trial stepped together, one batched
   policy call per step;
 - :mod:`~metabench.evaluation.recording`: what both runners share, from recorded episodes to a

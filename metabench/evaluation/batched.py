@@ -1,9 +1,9 @@
 """The batched meta-test: every test task's trial steps at once, one policy call per step.
 
-:meth:`MetaEvaluator.evaluate(algo, workers=k) <metabench.evaluation.MetaEvaluator.evaluate>`
+:meth:`MetaEvaluator.evaluate(algo, processes=k) <metabench.evaluation.MetaEvaluator.evaluate>`
 runs, through :func:`batched_trials`, the same protocol as the sequential meta-test (explore,
 adapt, test, on the same tasks with the same reset seeds) on one trial per test task, stepped by
-``k`` processes: this one steps the first shard of trials, ``k - 1`` workers (a
+``k`` processes: this one steps the first shard of trials, ``k - 1`` worker processes (a
 :class:`~metabench.vector.sharded.ShardedVectorEnv`) the others. Per step the algorithm's
 :class:`~metabench.algos.base.PolicyBatch` acts for all tasks whose trial is still in the current
 phase in one call (RL2: one recurrent forward pass over all of them), and only those tasks' envs
@@ -12,7 +12,7 @@ step, so a task whose episodes end early waits for the others at the adaptation 
 What changes against the sequential meta-test, and what does not:
 
 * the envs see exactly the sequential meta-test's tasks, seeds and actions' semantics, and an
-  env's results do not depend on the number of workers;
+  env's results do not depend on the number of processes;
 * policies that draw random actions draw them in a different order (all tasks per step instead
   of one task after another), and a batched forward pass may round differently from one row at
   a time: results are statistically equivalent, not bit-identical
@@ -146,7 +146,7 @@ class _TrialEnvs:
         self.local = [factories[row]() for row in shards[0]]
         remote = [factories[row] for shard in shards[1:] for row in shard]
         # contiguous worker shards of `remote` are the interleaved shards 1, 2, ...
-        self.remote = ShardedVectorEnv(remote, n_workers=processes - 1) if remote else None
+        self.remote = ShardedVectorEnv(remote, processes=processes - 1) if remote else None
 
     def set_tasks(self, tasks: Sequence[Task]) -> None:
         ordered = [tasks[row] for row in self.order]

@@ -19,7 +19,7 @@ The defaults follow Meta-World's protocol (10 adaptation episodes, then 3 evalua
 
 The result, :class:`~metabench.evaluation.results.MetaTestResult`, records the exact test tasks,
 the return and success of every episode of every task (the adaptation curve) and the
-post-adaptation numbers. ``evaluate(algo, workers=k)`` runs every trial at once instead
+post-adaptation numbers. ``evaluate(algo, processes=k)`` runs every trial at once instead
 (:mod:`metabench.evaluation.batched`); both runners record through
 :mod:`metabench.evaluation.recording`.
 """
@@ -168,10 +168,10 @@ class MetaEvaluator:
             self._task_env.close()
             self._task_env = None
 
-    def evaluate(self, algo: MetaRLAlgorithm, workers: int | None = None) -> MetaTestResult:
+    def evaluate(self, algo: MetaRLAlgorithm, processes: int | None = None) -> MetaTestResult:
         """Explore, adapt and test ``algo`` on every test task; see the module doc.
 
-        :param workers: ``None``: one task after another in this process. A number: all tasks
+        :param processes: ``None``: one task after another in this process. A number: all tasks
             at once, stepped by that many processes (this one included), one batched policy
             call per step (:mod:`metabench.evaluation.batched`; statistically equivalent, and
             faster).
@@ -184,12 +184,12 @@ class MetaEvaluator:
                 raise ValueError(
                     f"test_tasks[{index}] is not a task of this env: {error}"
                 ) from error
-        if workers is not None:
-            check_count("workers", workers, hint="or None for the sequential meta-test")
+        if processes is not None:
+            check_count("processes", processes, hint="or None for the sequential meta-test")
             seeds = [self.task_seed(index) for index in range(len(self.test_tasks))]
             trials = batched_trials(
                 self.make_task_env, self.test_tasks, seeds, self.exploration_episodes,
-                self.episodes_per_trial, algo, workers,
+                self.episodes_per_trial, algo, processes,
             )  # fmt: skip
         else:
             ends = EndFlags(task_env)

@@ -134,11 +134,11 @@ def _calibrate_here(cell: Cell) -> CellTimes:
             start = time.perf_counter()
             algo.train(1)
             iteration_s = time.perf_counter() - start
-        workers = plan.metatest_workers
-        n_tasks = min(len(plan.test_tasks), 2 * (workers or 1))
+        processes = plan.metatest_processes
+        n_tasks = min(len(plan.test_tasks), 2 * (processes or 1))
         evaluator = plan.evaluator(plan.test_tasks[:n_tasks])
         start = time.perf_counter()
-        evaluator.evaluate(algo, workers=workers)
+        evaluator.evaluate(algo, processes=processes)
         task_s = (time.perf_counter() - start) / n_tasks
     finally:
         close = getattr(algo, "close", None)  # MAML's env workers; SB3's envs close at exit

@@ -32,7 +32,7 @@ class CellTimes:
     :param iteration_s: one training iteration.
     :param steps_per_iteration: environment steps of that iteration.
     :param task_s: one meta-test task (exploration, adaptation and test episodes), at the
-        run's meta-test workers.
+        run's meta-test processes.
     :param env_steps_per_s: the benchmark's env-only step rate on one core (random actions): the
         ceiling the iteration's rate is compared with.
     """

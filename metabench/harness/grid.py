@@ -39,8 +39,8 @@ def plan(
     Every cell's hyperparameters are resolved here, so an unknown name (``KeyError`` listing the
     valid ones) or a bad setting (``ValueError``) stops the grid before anything runs. A name or
     seed given twice is one cell (two would train in one directory at once). Each cell runs with
-    ``--cpus`` set to the cores its baseline declares, which bounds its worker processes and torch
-    threads, and on ``device`` (``metabench train --device``).
+    ``metabench train --cpus`` set to the cores its baseline declares, which bounds its worker
+    processes and torch threads, and on ``device`` (``metabench train --device``).
     """
     specs = [get_benchmark(name) for name in dict.fromkeys(benchmarks)]
     entries = [get_algorithm(name) for name in dict.fromkeys(algorithms)]

@@ -109,7 +109,7 @@ class PeriodicMetaTest(Hook):
         self.metatest = MetaTest(
             "periodic_metatest",
             plan.periodic_evaluator(),
-            plan.metatest_workers,
+            plan.metatest_processes,
             tensorboard="metatest" if self.subset is None else "periodic_metatest",
         )
 

@@ -23,7 +23,7 @@ from metabench.harness.run import (
     benchmark_for,
     build_algorithm,
     check_algorithm_known,
-    metatest_workers,
+    metatest_processes,
 )
 
 
@@ -56,9 +56,9 @@ class LoadedRun:
         return self.plan.spec
 
     @property
-    def workers(self) -> int | None:
-        """The worker processes of the run's own meta-test (they never change the numbers)."""
-        return metatest_workers(self.config)
+    def processes(self) -> int | None:
+        """The processes of the run's own meta-test (they never change the numbers)."""
+        return metatest_processes(self.config)
 
     def evaluator(
         self,

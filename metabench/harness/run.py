@@ -369,15 +369,15 @@ class RunPlan:
         )
 
     @property
-    def metatest_workers(self) -> int | None:
-        """See :func:`metatest_workers`."""
-        return metatest_workers(self.config)
+    def metatest_processes(self) -> int | None:
+        """See :func:`metatest_processes`."""
+        return metatest_processes(self.config)
 
 
-def metatest_workers(config: dict[str, Any]) -> int | None:
-    """The ``workers`` of a run's meta-test (``MetaEvaluator.evaluate``): ``None`` (one task
+def metatest_processes(config: dict[str, Any]) -> int | None:
+    """The ``processes`` of a run's meta-test (``MetaEvaluator.evaluate``): ``None`` (one task
     at a time) unless its protocol is batched, then the run's ``cpus`` (default: every core).
-    The number of workers never changes the numbers."""
+    The number of processes never changes the numbers."""
     if not config["protocol"].get("batched"):
         return None
     return int(config.get("cpus") or os.cpu_count() or 1)

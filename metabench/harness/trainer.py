@@ -55,8 +55,8 @@ class MetaTest:
     name: str
     """Its key in what :meth:`MetaTrainer.run` returns (``metatest``, ``train_evaluation``)."""
     evaluator: MetaEvaluator
-    workers: int | None = None
-    """``MetaEvaluator.evaluate``'s ``workers``."""
+    processes: int | None = None
+    """``MetaEvaluator.evaluate``'s ``processes``."""
     description: str | None = None
     """What the progress bar says while it runs (``None``: the bar is left as it is)."""
     tensorboard: str | None = None
@@ -146,7 +146,7 @@ class MetaTrainer:
         (a hook's periodic meta-test) are told before and after."""
         for hook in self._hooks:
             hook.before_metatest(self, metatest)
-        result = metatest.evaluator.evaluate(self.algorithm, metatest.workers)
+        result = metatest.evaluator.evaluate(self.algorithm, metatest.processes)
         for hook in self._hooks:
             hook.after_metatest(self, metatest, result)
         return result

@@ -86,14 +86,16 @@ def _train_locked(
         trainer.resume(state)
         console.print(f"Resuming {run.path} at iteration {trainer.iteration} of {n_iterations}")
     evaluator = plan.evaluator()
-    metatests = [MetaTest("metatest", evaluator, plan.metatest_workers, "meta-testing", "metatest")]
+    metatests = [
+        MetaTest("metatest", evaluator, plan.metatest_processes, "meta-testing", "metatest")
+    ]
     train_evaluator = plan.train_evaluator()
     if train_evaluator is not None:  # Meta-World's meta-train success: training tasks
         metatests.append(
             MetaTest(
                 "train_evaluation",
                 train_evaluator,
-                plan.metatest_workers,
+                plan.metatest_processes,
                 "meta-testing on training tasks",
             )
         )
@@ -157,7 +159,7 @@ def evaluate(
     console = console or make_console(stderr=True)
     run = load_run(run_dir)
     evaluator = run.evaluator(test_tasks, exploration_episodes, test_episodes)
-    result = evaluator.evaluate(run.algorithm, run.workers)
+    result = evaluator.evaluate(run.algorithm, run.processes)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     protocol = metatest_protocol(run.spec, run.algorithm, evaluator, len(run.plan.test_tasks))
     atomic_write_json(

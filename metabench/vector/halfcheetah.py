@@ -17,7 +17,7 @@ Two physics backends:
     qvel, the constraint solver's warm start ``qacc_warmstart``, ctrl) is a row of an array in
     shared memory; a worker loads a row into its ``MjData`` (``mj_setState``), steps it
     (``mj_step``, frame skip 5) and saves it back, so the warm start carries from step to step
-    as in the single env's ``MjData``. ``nthread - 1`` forked worker processes and the calling
+    as in the single env's ``MjData``. ``processes - 1`` forked worker processes and the calling
     process share the rows out in chunks, first come first served. Processes, not threads:
     ``mj_step`` releases the GIL, but a GIL hand-over every 20 us cheetah step cost up to a
     third of the speed on a busy machine (measured). Without ``fork`` (Windows) everything
@@ -41,7 +41,7 @@ Example::
 
     >>> import gymnasium as gym
     >>> import metabench
-    >>> envs = gym.make_vec("metabench/HalfCheetahVel-v0", num_envs=4, nthread=1)
+    >>> envs = gym.make_vec("metabench/HalfCheetahVel-v0", num_envs=4, processes=1)
     >>> envs.set_tasks([{"velocity": v} for v in (0.5, 1.0, 1.5, 2.0)])
     >>> obs, info = envs.reset(seed=0)
     >>> obs.shape
@@ -140,7 +140,7 @@ class _Rows:
     CHUNKS_PER_WORKER = 8
 
     def __init__(
-        self, model: mujoco.MjModel, num_rows: int, n_state: int, nthread: int, nstep: int
+        self, model: mujoco.MjModel, num_rows: int, n_state: int, processes: int, nstep: int
     ) -> None:
         self._buffer = mmap.mmap(-1, num_rows * (n_state + 3) * 8)  # shared, zero-filled
         self.state = np.ndarray((num_rows, n_state), dtype=np.float64, buffer=self._buffer)
@@ -154,20 +154,20 @@ class _Rows:
         self._rows = list(self.state)
         self._xpos_rows = list(self.xpos)
 
-        nthread = max(1, min(nthread, num_rows))
+        processes = max(1, min(processes, num_rows))
         if "fork" not in multiprocessing.get_all_start_methods():
-            nthread = 1
-        nchunks = 1 if nthread == 1 else min(num_rows, nthread * self.CHUNKS_PER_WORKER)
+            processes = 1
+        nchunks = 1 if processes == 1 else min(num_rows, processes * self.CHUNKS_PER_WORKER)
         bounds = [round(k * num_rows / nchunks) for k in range(nchunks + 1)]
         self._chunks = list(itertools.pairwise(bounds))
         self.closed = False
         self._pool: WorkerPool | None = None
-        if nthread == 1:
+        if processes == 1:
             return
         self._counter = multiprocessing.get_context("fork").Value("l", 0)
         # forked: the workers step MuJoCo and NumPy on their own data and take no other lock
         self._pool = WorkerPool(
-            self._serve, [()] * (nthread - 1), ["halfcheetah-vec"] * (nthread - 1)
+            self._serve, [()] * (processes - 1), ["halfcheetah-vec"] * (processes - 1)
         )
 
     @property
@@ -263,8 +263,9 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
 
     :param task_env: a single task env; it is only a template and is never stepped.
     :param num_envs: number of cheetahs.
-    :param nthread: processes (``"exact"``) or threads (``"rollout"``) to step them on,
-        counting the calling process; ``None`` uses every core (``os.cpu_count()``).
+    :param processes: the processes that step them, the calling one included (``"exact"``),
+        or ``mujoco.rollout``'s threads (``"rollout"``); ``None`` uses every core
+        (``os.cpu_count()``).
     :param backend: ``"exact"`` (bit-identical to the single env) or ``"rollout"``
         (``mujoco.rollout``; see the module doc for how it differs).
     """
@@ -274,20 +275,20 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         task_env: HalfCheetahTaskEnv,
         num_envs: int,
         *,
-        nthread: int | None = None,
+        processes: int | None = None,
         backend: PhysicsBackend = "exact",
     ) -> None:
         check_count("num_envs", num_envs)
-        if nthread is None:
-            nthread = os.cpu_count() or 1
-        nthread = check_count("nthread", nthread, hint="pass None for every core")
+        if processes is None:
+            processes = os.cpu_count() or 1
+        processes = check_count("processes", processes, hint="pass None for every core")
         if backend not in ("exact", "rollout"):
             raise ValueError(f"backend must be 'exact' or 'rollout', got {backend!r}")
 
         self.metadata = {"autoreset_mode": AutoresetMode.DISABLED, "render_modes": []}
         self._template = task_env
         self.num_envs = int(num_envs)
-        self.nthread = nthread
+        self.processes = processes
         self.backend: PhysicsBackend = backend
         self.horizon: int = task_env.horizon
         self.single_observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
@@ -317,7 +318,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         n_physics = mujoco.mj_stateSize(model, _PHYSICS_SPEC)  # then nv warm start columns
         self._ctrl_cols = slice(n_physics + nv, n_state)
         self._rows = _Rows(
-            model, self.num_envs, n_state, nthread if backend == "exact" else 1, self._frame_skip
+            model, self.num_envs, n_state, processes if backend == "exact" else 1, self._frame_skip
         )
         self._state = self._rows.state
         self._xpos = self._rows.xpos
@@ -328,7 +329,7 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
                     "the rollout backend needs a model without mocap, userdata, plugins"
                 )
             self._rollout = _RolloutStepper(
-                task_env.fullpath, self.num_envs, nthread, self._frame_skip, n_physics, model.nu
+                task_env.fullpath, self.num_envs, processes, self._frame_skip, n_physics, model.nu
             )
 
         self._tasks: list[dict[str, float]] | None = None
@@ -552,7 +553,7 @@ class _RolloutStepper:
     """
 
     def __init__(
-        self, xml_path: str, num_envs: int, nthread: int, nstep: int, n_physics: int, nu: int
+        self, xml_path: str, num_envs: int, threads: int, nstep: int, n_physics: int, nu: int
     ) -> None:
         spec = mujoco.MjSpec.from_file(xml_path)
         spec.add_sensor(
@@ -561,11 +562,11 @@ class _RolloutStepper:
             objname="torso",
         )
         self.model = spec.compile()
-        nthread = max(1, min(nthread, num_envs))
+        threads = max(1, min(threads, num_envs))
         self._models = [self.model] * num_envs
-        self._datas = [mujoco.MjData(self.model) for _ in range(nthread)]
+        self._datas = [mujoco.MjData(self.model) for _ in range(threads)]
         self._pool: mj_rollout.Rollout | None = mj_rollout.Rollout(
-            nthread=nthread if nthread > 1 else 0
+            nthread=threads if threads > 1 else 0
         )
         self._nstep = nstep
         self._n_physics = n_physics
@@ -607,7 +608,8 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
     :param velocity_range: goal velocities of :meth:`sample_tasks`, as the single env's.
     :param horizon: episode length, shared by all sub-envs.
     :param action_scale: the single env's action normalisation, applied to every row.
-    :param nthread: processes or threads to use (``None``: all cores).
+    :param processes: processes (``"exact"``) or threads (``"rollout"``) to use (``None``: all
+        cores).
     :param backend: ``"exact"`` or ``"rollout"`` (see the module doc).
     """
 
@@ -618,7 +620,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
         horizon: int = 200,
         action_scale: float | None = None,
         *,
-        nthread: int | None = None,
+        processes: int | None = None,
         backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
@@ -626,7 +628,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
                 velocity_range=velocity_range, horizon=horizon, action_scale=action_scale
             ),
             num_envs,
-            nthread=nthread,
+            processes=processes,
             backend=backend,
         )
         self.velocity_range = self._template.velocity_range  # type: ignore[attr-defined]
@@ -645,13 +647,13 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         horizon: int = 100,
         action_scale: float | None = None,
         *,
-        nthread: int | None = None,
+        processes: int | None = None,
         backend: PhysicsBackend = "exact",
     ) -> None:
         super().__init__(
             HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale),
             num_envs,
-            nthread=nthread,
+            processes=processes,
             backend=backend,
         )
 

@@ -29,6 +29,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecEnvWrapper
 
 from metabench.rng import META_BATCH_SLOTS, META_BATCH_TASKS
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, check_n_tasks
+from metabench.validation import check_count
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.wrappers import RL2Env, Trial
 
@@ -249,10 +250,9 @@ def make_meta_vec_env(
     zero_at_episode_start: bool = False,
     seed: int = 0,
     backend: VectorBackend = "sb3",
-    processes: bool = False,
+    processes: bool | int = False,
     env_kwargs: dict[str, Any] | None = None,
     wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]] | None = None,
-    workers: int | None = None,
 ) -> MetaBatchVecEnv | MetaBatchVectorEnv:
     """Build a trial-aware vector env for a meta-batch of ``num_envs`` tasks.
 
@@ -265,12 +265,12 @@ def make_meta_vec_env(
         and ``zero_at_episode_start``.
     :param seed: seeds the sub-envs (``seed + i``) and fixes the per-trial task sequence.
     :param backend: ``"sb3"`` (a Stable-Baselines3 ``VecEnv``) or ``"gymnasium"``.
-    :param processes: step sub-envs in several processes: with ``backend="sb3"``, ``workers``
-        shards, one stepped by this process and one by each worker process
+    :param processes: ``False``: step every sub-env in this process. Otherwise step them in
+        several processes: with ``backend="sb3"``, in ``processes`` shards (``True``: one per
+        core), one stepped by this process and one by each worker process
         (:class:`~metabench.vector.sharded_sb3.ShardedSubprocVecEnv`, the same results as
-        in-process); with ``"gymnasium"``, one process per sub-env (``AsyncVectorEnv``).
-    :param workers: with ``processes`` and ``backend="sb3"``, the processes that step sub-envs,
-        this one included (default: one per core).
+        in-process); with ``"gymnasium"`` (``True`` only), one process per sub-env
+        (``AsyncVectorEnv``).
     :param wrapper: applied last to each sub-env (e.g. an action rescaling); must be picklable
         when ``processes`` is set.
 
@@ -284,6 +284,14 @@ def make_meta_vec_env(
     check_n_tasks(num_envs)
     if backend not in ("sb3", "gymnasium"):
         raise ValueError(f"backend must be 'sb3' or 'gymnasium', got {backend!r}")
+    count: int | None = None  # the sb3 backend's processes (None: one per core)
+    if not isinstance(processes, bool):
+        if backend != "sb3":
+            raise ValueError(
+                f"backend='gymnasium' steps one process per sub-env: pass processes=True, not "
+                f"{processes!r}"
+            )
+        count = check_count("processes", processes, hint="or True for one per core")
     if sampler is not None:
         sampler.check_batch_size(num_envs)
     fns: list[Callable[[], gym.Env[Any, Any]]] = [
@@ -304,7 +312,7 @@ def make_meta_vec_env(
         for slot in range(num_envs)
     ]
     if backend == "sb3":
-        venv: VecEnv = ShardedSubprocVecEnv(fns, workers) if processes else DummyVecEnv(fns)
+        venv: VecEnv = ShardedSubprocVecEnv(fns, count) if processes else DummyVecEnv(fns)
         venv.seed(seed)
         return MetaBatchVecEnv(venv, sampler, seed)
     vector_env = AsyncVectorEnv(fns) if processes else SyncVectorEnv(fns)

@@ -3,7 +3,7 @@
 Gymnasium's ``AsyncVectorEnv`` runs one process per sub-env, and ``SyncVectorEnv`` steps all of
 them in the calling process. A MAML meta-batch of Meta-World envs (20 tasks x 10 episodes) wants
 neither 200 processes nor one core: :class:`ShardedVectorEnv` splits the sub-envs into
-``n_workers`` contiguous shards, one worker process per shard, and each worker steps its shard in
+``processes`` contiguous shards, one worker process per shard, and each worker steps its shard in
 a plain Python loop. Per step the parent sends every worker its shard's actions first and then
 collects the results, so the shards step in parallel.
 
@@ -29,7 +29,7 @@ call ``reset`` before stepping again.
 Example::
 
     >>> import metabench
-    >>> envs = make_sharded_task_env("metabench/PointGoal-v0", 5, n_workers=2, horizon=3)
+    >>> envs = make_sharded_task_env("metabench/PointGoal-v0", 5, processes=2, horizon=3)
     >>> envs.set_tasks([{"goal": [0.1 * i, 0.0]} for i in range(5)])
     >>> obs, info = envs.reset(seed=0)
     >>> obs.shape
@@ -235,14 +235,14 @@ def _worker(
 
 # -- the vector env --------------------------------------------------------------------------------
 class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
-    """``len(env_fns)`` sub-envs in ``n_workers`` processes, each stepping a contiguous shard.
+    """``len(env_fns)`` sub-envs in ``processes`` processes, each stepping a contiguous shard.
 
     See the module doc for the semantics (those of ``SyncVectorEnv`` with
     ``AutoresetMode.NEXT_STEP``).
 
     :param env_fns: one factory per sub-env; all sub-envs must share their spaces. Factories are
         sent with cloudpickle (only needed without ``fork``).
-    :param n_workers: worker processes; default ``os.cpu_count()``, capped at the number of
+    :param processes: worker processes; default ``os.cpu_count()``, capped at the number of
         sub-envs. Shards are contiguous and differ in size by at most one.
     :param context: the multiprocessing start method; default ``"fork"`` where available, else
         ``"spawn"``.
@@ -256,7 +256,7 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
     def __init__(
         self,
         env_fns: Sequence[Callable[[], gym.Env[Any, Any]]],
-        n_workers: int | None = None,
+        processes: int | None = None,
         *,
         context: str | None = None,
         info_keys: Sequence[str] | None = None,
@@ -265,17 +265,17 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
         env_fns = list(env_fns)
         if not env_fns:
             raise ValueError("ShardedVectorEnv needs at least one env factory")
-        if n_workers is None:
-            n_workers = os.cpu_count() or 1
-        n_workers = check_count("n_workers", n_workers, hint="pass None for every core")
+        if processes is None:
+            processes = os.cpu_count() or 1
+        processes = check_count("processes", processes, hint="pass None for every core")
         self.num_envs = len(env_fns)
-        n_workers = min(n_workers, self.num_envs)
+        processes = min(processes, self.num_envs)
         sizes = [
-            self.num_envs // n_workers + (w < self.num_envs % n_workers) for w in range(n_workers)
+            self.num_envs // processes + (w < self.num_envs % processes) for w in range(processes)
         ]
         bounds = np.cumsum([0, *sizes])
         self.shards: list[tuple[int, int]] = [
-            (int(bounds[w]), int(bounds[w + 1])) for w in range(n_workers)
+            (int(bounds[w]), int(bounds[w + 1])) for w in range(processes)
         ]
         """The ``(start, stop)`` sub-env range of each worker."""
         if context is None:
@@ -499,7 +499,7 @@ class ShardedVectorEnv(VectorEnv[Any, Any, Any]):
 def make_sharded_task_env(
     env_id: str,
     num_envs: int,
-    n_workers: int | None = None,
+    processes: int | None = None,
     *,
     info_keys: Sequence[str] | None = None,
     **env_kwargs: Any,
@@ -511,11 +511,11 @@ def make_sharded_task_env(
 
     :param env_id: a task env id, e.g. ``"metabench/ML10-v0"`` (not an ``RL2-`` id).
     :param num_envs: sub-envs.
-    :param n_workers: worker processes (see :class:`ShardedVectorEnv`).
+    :param processes: worker processes (see :class:`ShardedVectorEnv`).
     :param info_keys: the ``info`` keys sent back (see :class:`ShardedVectorEnv`).
     :param env_kwargs: passed to every task env, over the id's registered kwargs.
     """
     check_count("num_envs", num_envs)
     gym.spec(env_id)  # fail here on an unknown id, not in the workers
     fn = functools.partial(make_task_env, env_id, dict(env_kwargs))
-    return ShardedVectorEnv([fn] * int(num_envs), n_workers, info_keys=info_keys)
+    return ShardedVectorEnv([fn] * int(num_envs), processes, info_keys=info_keys)

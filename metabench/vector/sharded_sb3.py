@@ -14,7 +14,7 @@ waking a process's idle core costs about as much as a Meta-World step
 Each shard is stepped, reset and seeded by SB3's own ``DummyVecEnv`` (sub-env ``i`` gets the seed
 ``seed + i``, autoreset at episode ends with ``info["terminal_observation"]``), so for the same
 env factories and actions the results are exactly those of one ``DummyVecEnv`` of all sub-envs,
-whatever the number of workers (``tests/vector/test_sharded_sb3.py``).
+whatever the number of processes (``tests/vector/test_sharded_sb3.py``).
 
 Example::
 
@@ -198,9 +198,10 @@ class ShardedSubprocVecEnv(VecEnv):
 
     # -- other work for the workers ---------------------------------------------------------------
     @property
-    def workers(self) -> int:
-        """Worker processes (the shards after the first)."""
-        return len(self._pool)
+    def processes(self) -> int:
+        """The processes that step sub-envs, the calling one included (one per shard); the
+        others are the workers ``0`` to ``processes - 2`` of :meth:`run_async`."""
+        return len(self.shards)
 
     def run_async(self, worker: int, function: Callable[..., Any], *args: Any) -> None:
         """Start ``function(state, *args)`` in worker ``worker`` and return at once.

@@ -1,7 +1,7 @@
-"""The batched meta-test against the sequential one (``MetaEvaluator.evaluate(algo, workers)``).
+"""The batched meta-test against the sequential one (``MetaEvaluator.evaluate(algo, processes)``).
 
 Bit-identical where it can be: a deterministic algorithm whose rows act independently gets the
-same episodes, returns, successes and lengths from both, whatever the number of workers, also
+same episodes, returns, successes and lengths from both, whatever the number of processes, also
 when tasks end their episodes at different times. Statistically equivalent where it cannot:
 RL2's sampling policy draws its noise for all tasks at once, so its returns are compared as
 distributions (and its deterministic policy up to floating-point rounding).
@@ -76,12 +76,12 @@ class SweepAndGo(MetaRLAlgorithm):
         return RL2Env(env) if self.rl2 else env
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("processes", [1, 2])
 @pytest.mark.parametrize("rl2", [False, True])
-def test_deterministic_algorithm_gets_identical_results(workers, rl2):
+def test_deterministic_algorithm_gets_identical_results(processes, rl2):
     evaluator = MetaEvaluator(make_env, goals(5), exploration_episodes=3, test_episodes=2, seed=4)
     sequential = evaluator.evaluate(SweepAndGo(rl2))
-    batched = evaluator.evaluate(SweepAndGo(rl2), workers=workers)
+    batched = evaluator.evaluate(SweepAndGo(rl2), processes=processes)
     assert batched.to_dict() == sequential.to_dict()
     assert batched.n_env_steps == 5 * 5 * H
 
@@ -135,12 +135,12 @@ class Countdown(MetaRLAlgorithm):
         return FollowPolicy(0.1 * float(exploration_episodes.lengths.mean()))
 
 
-@pytest.mark.parametrize("workers", [1, 3])
-def test_tasks_ending_episodes_at_different_times(workers):
+@pytest.mark.parametrize("processes", [1, 3])
+def test_tasks_ending_episodes_at_different_times(processes):
     tasks = [{"length": n} for n in (1, 4, 9, 2)]  # 9 > horizon: truncated instead
     evaluator = MetaEvaluator(CountdownEnv, tasks, exploration_episodes=2, test_episodes=2)
     sequential = evaluator.evaluate(Countdown())
-    batched = evaluator.evaluate(Countdown(), workers=workers)
+    batched = evaluator.evaluate(Countdown(), processes=processes)
     assert batched.to_dict() == sequential.to_dict()
     assert [t.episode_lengths for t in batched.tasks] == [[1] * 4, [4] * 4, [6] * 4, [2] * 4]
 
@@ -156,7 +156,7 @@ def test_rl2_deterministic_policy_matches_up_to_rounding():
     algo = rl2(deterministic=True)
     evaluator = MetaEvaluator(make_env, goals(6), exploration_episodes=2, test_episodes=2)
     sequential = evaluator.evaluate(algo)
-    batched = evaluator.evaluate(algo, workers=2)
+    batched = evaluator.evaluate(algo, processes=2)
     for one, other in zip(sequential.tasks, batched.tasks, strict=True):
         np.testing.assert_allclose(one.episode_returns, other.episode_returns, rtol=1e-5)
 
@@ -169,7 +169,7 @@ def test_rl2_sampling_policy_gives_the_same_return_distribution():
     with algo.evaluation_streams(0):
         sequential = np.array([t.episode_returns for t in evaluator.evaluate(algo).tasks])
     with algo.evaluation_streams(1):
-        batched = np.array([t.episode_returns for t in evaluator.evaluate(algo, workers=2).tasks])
+        batched = np.array([t.episode_returns for t in evaluator.evaluate(algo, processes=2).tasks])
     assert stats.ks_2samp(sequential.ravel(), batched.ravel()).pvalue > 0.01
     difference = batched - sequential  # paired by task
     standard_error = difference.std(ddof=1) / np.sqrt(difference.size)
@@ -206,7 +206,7 @@ def test_policy_list_acts_row_by_row():
     np.testing.assert_allclose(actions[1], 0.1 * np.array([np.cos(0.7), np.sin(0.7)]))
 
 
-def test_workers_must_be_a_positive_count():
+def test_processes_must_be_a_positive_count():
     evaluator = MetaEvaluator(make_env, goals(2), exploration_episodes=1, test_episodes=1)
-    with pytest.raises(ValueError, match="workers must be a positive integer"):
-        evaluator.evaluate(SweepAndGo(), workers=0)
+    with pytest.raises(ValueError, match="processes must be a positive integer"):
+        evaluator.evaluate(SweepAndGo(), processes=0)

@@ -389,7 +389,7 @@ def test_metaworld_evaluation_and_metabench_agree_on_every_ml1_test_goal():
     evaluator = make_evaluator(spec, seed=0)
     assert {t.data for t in evaluator.test_tasks} == {t.data for t in tasks}  # the same goals
     assert len(evaluator.test_tasks) == len({t.data for t in tasks}) == goals
-    result = evaluator.evaluate(WaypointReach(seed=2), workers=2)
+    result = evaluator.evaluate(WaypointReach(seed=2), processes=2)
     metabench_rate = result.test_episode_success_rate
     assert metabench_rate is not None
 

@@ -467,8 +467,8 @@ class SuccessAtOneStep(gym.Env[np.ndarray, np.ndarray]):
         return np.zeros(1, np.float32), 0.0, False, self.steps == H, {"success": float(hit)}
 
 
-@pytest.mark.parametrize("workers", [None, 2])
-def test_an_episode_succeeds_if_any_of_its_steps_reports_success(workers: int | None):
+@pytest.mark.parametrize("processes", [None, 2])
+def test_an_episode_succeeds_if_any_of_its_steps_reports_success(processes: int | None):
     """Meta-World's rule (its evaluation ends an episode at the first ``info["success"]``),
     checked against a count from the tasks alone, sequential and batched."""
     from metabench.algos.nop import NOP
@@ -480,7 +480,7 @@ def test_an_episode_succeeds_if_any_of_its_steps_reports_success(workers: int | 
         {"episode": 2, "step": H - 1},  # the last exploration episode, one step before its end
     ]
     evaluator = MetaEvaluator(SuccessAtOneStep, tasks, exploration_episodes=3, test_episodes=2)
-    result = evaluator.evaluate(NOP(SuccessAtOneStep.action_space), workers)
+    result = evaluator.evaluate(NOP(SuccessAtOneStep.action_space), processes)
     expected = [[episode == task["episode"] for episode in range(5)] for task in tasks]
     assert [t.episode_successes for t in result.tasks] == expected
     assert [t.test_success for t in result.tasks] == [any(e[3:]) for e in expected]

@@ -24,7 +24,7 @@ def test_duplicate_benchmarks_algorithms_and_seeds_are_one_cell(tmp_path):
 
 def test_bench_with_a_seed_twice_runs_it_once(tmp_path, capsys):
     args = ["bench", "--benchmarks", "Bandit", "--algorithms", "nop", "--seeds", "0", "0"]
-    assert main([*args, "--results", str(tmp_path), "--workers", "2"]) == 0
+    assert main([*args, "--results", str(tmp_path), "--cpus", "2"]) == 0
     assert "1 cells ran, 0 failed" in capsys.readouterr().out
 
 
@@ -63,7 +63,7 @@ def test_provenance_records_the_thread_settings(monkeypatch):
 
 
 @pytest.mark.mujoco
-def test_cpus_bounds_the_maml_collector_workers_on_a_64_core_machine(tmp_path, monkeypatch):
+def test_cpus_bounds_the_maml_collector_processes_on_a_64_core_machine(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     spec = get_benchmark("HalfCheetahVel")
     entry = get_algorithm("maml-trpo")
@@ -72,7 +72,7 @@ def test_cpus_bounds_the_maml_collector_workers_on_a_64_core_machine(tmp_path, m
     algo = entry.build(spec, 0, hyperparameters, None, cpus=2)
     try:
         vec_env = algo.collector.vec_env.unwrapped  # type: ignore[attr-defined]
-        assert vec_env.nthread == 2
+        assert vec_env.processes == 2
         assert len(vec_env._rows._processes) == 1  # the calling process steps rows too
     finally:
         algo.close()  # type: ignore[attr-defined]
@@ -81,16 +81,16 @@ def test_cpus_bounds_the_maml_collector_workers_on_a_64_core_machine(tmp_path, m
 
 
 @pytest.mark.metaworld
-def test_cpus_bounds_the_sharded_metaworld_workers_on_a_64_core_machine(monkeypatch):
+def test_cpus_bounds_the_sharded_metaworld_processes_on_a_64_core_machine(monkeypatch):
     from metabench.vector import sharded
 
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     made = []
     original = sharded.ShardedVectorEnv.__init__
 
-    def spy(self, env_fns, n_workers=None, **kwargs):
-        made.append(n_workers)
-        original(self, env_fns, n_workers, **kwargs)
+    def spy(self, env_fns, processes=None, **kwargs):
+        made.append(processes)
+        original(self, env_fns, processes, **kwargs)
 
     monkeypatch.setattr(sharded.ShardedVectorEnv, "__init__", spy)
     spec = get_benchmark("ML1-reach")

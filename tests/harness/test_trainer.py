@@ -72,15 +72,15 @@ class Recorder(Hook):
 class FakeEvaluator:
     """Stands in for a MetaEvaluator: its result is the algorithm's count when it ran."""
 
-    def evaluate(self, algo: Counter, workers: int | None = None) -> str:
-        return f"count {algo.count}, workers {workers}"
+    def evaluate(self, algo: Counter, processes: int | None = None) -> str:
+        return f"count {algo.count}, processes {processes}"
 
 
 def test_a_hook_sees_every_iteration_in_order_then_the_meta_tests():
     hook = Recorder()
     metatests = [MetaTest("metatest", FakeEvaluator(), 2), MetaTest("other", FakeEvaluator())]
     results = MetaTrainer(Counter(), 3).run([hook], metatests)
-    assert results == {"metatest": "count 3, workers 2", "other": "count 3, workers None"}
+    assert results == {"metatest": "count 3, processes 2", "other": "count 3, processes None"}
     assert hook.calls == [
         ("hook", "start", 0),
         ("hook", 1, {"metatrain/average_return": 1.0}, 10, False),
@@ -88,9 +88,9 @@ def test_a_hook_sees_every_iteration_in_order_then_the_meta_tests():
         ("hook", 3, {"metatrain/average_return": 3.0}, 30, False),
         ("hook", "training end", 3),
         ("hook", "before", "metatest"),
-        ("hook", "after", "metatest", "count 3, workers 2"),
+        ("hook", "after", "metatest", "count 3, processes 2"),
         ("hook", "before", "other"),
-        ("hook", "after", "other", "count 3, workers None"),
+        ("hook", "after", "other", "count 3, processes None"),
         ("hook", "end"),
     ]
 

@@ -43,7 +43,7 @@ def test_full_horizon_equals_single_envs(vector_cls, single_cls, tasks, backend)
     compared with single envs whose warm start is cleared before each step.
     """
     n = len(tasks)
-    venv = vector_cls(n, nthread=2, backend=backend)
+    venv = vector_cls(n, processes=2, backend=backend)
     venv.reset(seed=0, options={"tasks": tasks})
     qpos, qvel = start_states(n, seed=1)
     obs = venv.set_states(qpos, qvel)
@@ -71,7 +71,7 @@ def test_full_horizon_equals_single_envs(vector_cls, single_cls, tasks, backend)
 
 def test_observation_layout_and_torso_position_from_before_the_last_substep():
     """obs = qpos[1:], qvel, and the torso position of the state before the last substep."""
-    venv = HalfCheetahVelVectorEnv(3, nthread=1)
+    venv = HalfCheetahVelVectorEnv(3, processes=1)
     venv.reset(seed=5)
     for _ in range(3):
         obs, *_ = venv.step(np.full((3, 6), 0.5))
@@ -84,7 +84,7 @@ def test_observation_layout_and_torso_position_from_before_the_last_substep():
 
 
 def test_spaces_metadata_and_horizon():
-    venv = HalfCheetahDirVectorEnv(5, horizon=7, nthread=1)
+    venv = HalfCheetahDirVectorEnv(5, horizon=7, processes=1)
     single = HalfCheetahDirEnv()
     assert venv.single_observation_space == Box(-np.inf, np.inf, (20,), np.float64)
     assert venv.single_action_space == single.action_space
@@ -96,7 +96,7 @@ def test_spaces_metadata_and_horizon():
 
 
 def test_all_truncate_at_the_horizon_then_step_raises():
-    venv = HalfCheetahVelVectorEnv(4, horizon=5, nthread=2)
+    venv = HalfCheetahVelVectorEnv(4, horizon=5, processes=2)
     with pytest.raises(StepBeforeResetError, match="reset"):
         venv.step(np.zeros((4, 6)))
     for _ in range(2):
@@ -112,8 +112,8 @@ def test_all_truncate_at_the_horizon_then_step_raises():
 
 @pytest.mark.parametrize("backend", ["exact", "rollout"])
 def test_same_seed_same_episode_any_thread_count(backend):
-    def episode(seed, nthread):
-        venv = HalfCheetahVelVectorEnv(6, horizon=20, nthread=nthread, backend=backend)
+    def episode(seed, processes):
+        venv = HalfCheetahVelVectorEnv(6, horizon=20, processes=processes, backend=backend)
         obs, _ = venv.reset(seed=seed)
         observations = [obs]
         rng = np.random.default_rng(0)
@@ -121,9 +121,9 @@ def test_same_seed_same_episode_any_thread_count(backend):
             observations.append(venv.step(rng.uniform(-1, 1, size=(6, 6)))[0])
         return np.stack(observations), venv.tasks
 
-    obs_a, tasks_a = episode(seed=3, nthread=1)
-    obs_b, tasks_b = episode(seed=3, nthread=3)
-    obs_c, tasks_c = episode(seed=4, nthread=1)
+    obs_a, tasks_a = episode(seed=3, processes=1)
+    obs_b, tasks_b = episode(seed=3, processes=3)
+    obs_c, tasks_c = episode(seed=4, processes=1)
     np.testing.assert_array_equal(obs_a, obs_b)
     assert tasks_a == tasks_b
     assert not np.allclose(obs_a[0], obs_c[0])
@@ -131,7 +131,7 @@ def test_same_seed_same_episode_any_thread_count(backend):
 
 
 def test_reset_noise_matches_the_single_env_distribution():
-    venv = HalfCheetahVelVectorEnv(4000, nthread=2)
+    venv = HalfCheetahVelVectorEnv(4000, processes=2)
     venv.reset(seed=0)
     qpos, qvel = venv.get_states()
     init_qpos = HalfCheetahVelEnv().init_qpos
@@ -154,7 +154,7 @@ def test_reset_noise_matches_the_single_env_distribution():
     ],
 )
 def test_invalid_actions_raise(actions, match):
-    venv = HalfCheetahVelVectorEnv(4, nthread=1)
+    venv = HalfCheetahVelVectorEnv(4, processes=1)
     venv.reset(seed=0)
     with pytest.raises(InvalidActionError, match=match):
         venv.step(actions)
@@ -176,7 +176,7 @@ ONE = {"velocity": 1.0}
     ],
 )
 def test_invalid_tasks_raise_and_change_nothing(vector_cls, tasks, error, match):
-    venv = vector_cls(3, nthread=1)
+    venv = vector_cls(3, processes=1)
     venv.reset(seed=0)
     before = venv.tasks
     with pytest.raises(error, match=match):
@@ -188,7 +188,7 @@ def test_invalid_tasks_raise_and_change_nothing(vector_cls, tasks, error, match)
 
 
 def test_task_protocol():
-    venv = HalfCheetahVelVectorEnv(3, velocity_range=(0.0, 3.0), horizon=2, nthread=1)
+    venv = HalfCheetahVelVectorEnv(3, velocity_range=(0.0, 3.0), horizon=2, processes=1)
     assert venv.tasks is None
     tasks = venv.sample_tasks(3, np.random.default_rng(0))
     assert tasks == HalfCheetahVelEnv(velocity_range=(0.0, 3.0)).sample_tasks(
@@ -213,7 +213,7 @@ def test_task_protocol():
 
 
 def test_dir_reward_sign_follows_the_task():
-    venv = HalfCheetahDirVectorEnv(2, horizon=1, nthread=1)
+    venv = HalfCheetahDirVectorEnv(2, horizon=1, processes=1)
     venv.reset(seed=0, options={"tasks": [{"direction": 1.0}, {"direction": -1.0}]})
     venv.set_states(np.zeros((2, 9)), np.tile([2.0] + [0.0] * 8, (2, 1)))  # both moving forward
     _, rewards, _, _, info = venv.step(np.zeros((2, 6)))
@@ -256,7 +256,7 @@ def collect(venv, tasks):
 
 def test_a_sampler_works_with_either_vector_env():
     tasks = [{"velocity": 0.0}, {"velocity": 5.0}]
-    fast = HalfCheetahVelVectorEnv(2, horizon=4, nthread=1)
+    fast = HalfCheetahVelVectorEnv(2, horizon=4, processes=1)
     generic = make_meta_vec_env(
         "metabench/HalfCheetahVel-v0", 2, rl2=False, backend="gymnasium", env_kwargs={"horizon": 4}
     )
@@ -269,7 +269,7 @@ def test_a_sampler_works_with_either_vector_env():
 
 
 def test_close_stops_the_worker_processes():
-    venv = HalfCheetahVelVectorEnv(4, nthread=3)
+    venv = HalfCheetahVelVectorEnv(4, processes=3)
     processes = list(venv._rows._processes)
     assert len(processes) == 2 and all(p.is_alive() for p in processes)
     venv.reset(seed=0)
@@ -278,11 +278,11 @@ def test_close_stops_the_worker_processes():
     assert not any(p.is_alive() for p in processes)
     with pytest.raises(RuntimeError, match="closed"):
         venv.reset()
-    assert len(HalfCheetahVelVectorEnv(2, nthread=8)._rows._processes) == 1  # one per env at most
+    assert len(HalfCheetahVelVectorEnv(2, processes=8)._rows._processes) == 1  # one per env at most
 
 
 def test_a_dead_worker_is_reported():
-    venv = HalfCheetahVelVectorEnv(4, nthread=2)
+    venv = HalfCheetahVelVectorEnv(4, processes=2)
     venv.reset(seed=0)
     venv._rows._processes[0].kill()
     venv._rows._processes[0].join()
@@ -295,8 +295,8 @@ def test_a_dead_worker_is_reported():
 def test_bad_constructor_arguments():
     with pytest.raises(ValueError, match="num_envs"):
         HalfCheetahVelVectorEnv(0)
-    with pytest.raises(ValueError, match="nthread"):
-        HalfCheetahVelVectorEnv(2, nthread=0)
+    with pytest.raises(ValueError, match="processes must be a positive integer, got 0"):
+        HalfCheetahVelVectorEnv(2, processes=0)
     with pytest.raises(ValueError, match="backend"):
         HalfCheetahVelVectorEnv(2, backend="gpu")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="horizon"):
@@ -309,7 +309,7 @@ def test_action_scale_is_bit_identical_to_the_single_env(vector_cls, single_cls,
     """garage's action normalisation applied row by row: the same bits as the single env,
     including actions beyond the scale that the mapping clips."""
     n = len(tasks)
-    venv = vector_cls(n, action_scale=10.0, nthread=2)
+    venv = vector_cls(n, action_scale=10.0, processes=2)
     assert venv.single_action_space == Box(-10.0, 10.0, (6,), np.float32)
     venv.reset(seed=0, options={"tasks": tasks})
     qpos, qvel = start_states(n, seed=3)

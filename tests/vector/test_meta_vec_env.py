@@ -3,11 +3,12 @@
 import numpy as np
 import pytest
 from gymnasium.vector import VectorEnv
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from metabench.errors import InvalidTaskError
 from metabench.tasks import ListTaskSampler
 from metabench.vector import MetaBatchSlot, make_meta_vec_env
+from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
 HORIZON = 3
 KWARGS = {"env_kwargs": {"horizon": HORIZON}, "episodes_per_trial": 2}
@@ -106,6 +107,22 @@ def test_worker_processes_give_the_same_tasks_as_in_process():
     assert record(True) == record(False)
 
 
+def test_processes_is_off_a_count_or_one_per_core():
+    """``processes``: ``False`` steps every sub-env here; with ``backend="sb3"`` a number is the
+    processes that step them (this one included) and ``True`` one per core; ``"gymnasium"``
+    takes ``True`` only (one process per sub-env)."""
+    in_process = make_meta_vec_env("metabench/PointGoal-v0", 3, **KWARGS)
+    assert isinstance(in_process.venv, DummyVecEnv)
+    in_process.close()
+    two = make_meta_vec_env("metabench/PointGoal-v0", 3, processes=2, **KWARGS)
+    assert isinstance(two.venv, ShardedSubprocVecEnv) and two.venv.processes == 2
+    two.close()
+    with pytest.raises(ValueError, match="processes must be a positive integer, got 0"):
+        make_meta_vec_env("metabench/PointGoal-v0", 3, processes=0, **KWARGS)
+    with pytest.raises(ValueError, match="pass processes=True, not 2"):
+        make_meta_vec_env("metabench/PointGoal-v0", 3, backend="gymnasium", processes=2, **KWARGS)
+
+
 def test_errors_name_the_fix():
     with pytest.raises(ValueError, match="at most 6"):
         make_meta_vec_env("metabench/PointGoal-v0", 7, sampler=ListTaskSampler(TASKS))
@@ -127,7 +144,7 @@ def test_actions_for_more_or_fewer_sub_envs_are_refused(backend, processes):
     """A row per sub-env or nothing: SB3's DummyVecEnv stepped the first rows and dropped the
     rest. A refused step leaves the sub-envs where they were."""
     venv = make_meta_vec_env(
-        "metabench/PointGoal-v0", 2, backend=backend, processes=processes, workers=2, **KWARGS
+        "metabench/PointGoal-v0", 2, backend=backend, processes=processes, **KWARGS
     )
     venv.reset()
     for rows in (3, 1):

@@ -74,13 +74,13 @@ def step_vector(
     return records, infos
 
 
-@pytest.mark.parametrize(("num_envs", "n_workers"), [(4, 1), (4, 2), (5, 2), (5, 3), (2, 8)])
-def test_same_results_as_sync_vector_env_and_single_envs(num_envs: int, n_workers: int) -> None:
+@pytest.mark.parametrize(("num_envs", "processes"), [(4, 1), (4, 2), (5, 2), (5, 3), (2, 8)])
+def test_same_results_as_sync_vector_env_and_single_envs(num_envs: int, processes: int) -> None:
     tasks = point_tasks(num_envs)
     actions = random_actions(num_envs, STEPS)
-    venv = make_sharded_task_env(POINT_GOAL, num_envs, n_workers=n_workers, horizon=HORIZON)
+    venv = make_sharded_task_env(POINT_GOAL, num_envs, processes=processes, horizon=HORIZON)
     try:
-        assert len(venv.processes) == min(num_envs, n_workers)
+        assert len(venv.processes) == min(num_envs, processes)
         sizes = [stop - start for start, stop in venv.shards]
         assert sum(sizes) == num_envs and max(sizes) - min(sizes) <= 1
         assert venv.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
@@ -104,7 +104,7 @@ def test_same_results_as_sync_vector_env_and_single_envs(num_envs: int, n_worker
 
 
 def test_set_tasks_pins_one_task_per_sub_env_from_the_next_reset() -> None:
-    venv = make_sharded_task_env(POINT_GOAL, 3, n_workers=2, horizon=2)
+    venv = make_sharded_task_env(POINT_GOAL, 3, processes=2, horizon=2)
     try:
         first = point_tasks(3)
         venv.set_tasks(first)
@@ -128,7 +128,7 @@ def test_set_tasks_pins_one_task_per_sub_env_from_the_next_reset() -> None:
 
 
 def test_reset_mask_resets_only_the_masked_sub_envs() -> None:
-    venv = make_sharded_task_env(POINT_GOAL, 3, n_workers=2)
+    venv = make_sharded_task_env(POINT_GOAL, 3, processes=2)
     try:
         venv.set_tasks(point_tasks(3))
         venv.reset(seed=0)
@@ -141,7 +141,7 @@ def test_reset_mask_resets_only_the_masked_sub_envs() -> None:
 
 
 def test_an_error_in_a_sub_env_names_it_and_keeps_the_original() -> None:
-    venv = make_sharded_task_env(POINT_GOAL, 5, n_workers=2)
+    venv = make_sharded_task_env(POINT_GOAL, 5, processes=2)
     try:
         venv.set_tasks(point_tasks(5))
         venv.reset(seed=0)
@@ -184,7 +184,7 @@ def failing_factory() -> gym.Env[Any, Any]:
 
 
 def test_a_dead_worker_or_a_failing_factory_is_a_clear_error() -> None:
-    venv = ShardedVectorEnv([ExitingEnv] * 4, n_workers=2)
+    venv = ShardedVectorEnv([ExitingEnv] * 4, processes=2)
     venv.reset(seed=0)
     with pytest.raises(SubEnvError, match=r"sub-envs 2\.\.3 died \(exit code 3\)"):
         venv.step(np.array([[0.0], [0.0], [0.0], [1.0]]))
@@ -192,11 +192,11 @@ def test_a_dead_worker_or_a_failing_factory_is_a_clear_error() -> None:
     assert not any(process.is_alive() for process in venv.processes)
 
     with pytest.raises(SubEnvError, match="sub-env 2 raised RuntimeError: no env for you"):
-        ShardedVectorEnv([ExitingEnv, ExitingEnv, failing_factory], n_workers=2)
+        ShardedVectorEnv([ExitingEnv, ExitingEnv, failing_factory], processes=2)
 
 
 def test_close_stops_the_workers() -> None:
-    venv = make_sharded_task_env(POINT_GOAL, 4, n_workers=2)
+    venv = make_sharded_task_env(POINT_GOAL, 4, processes=2)
     processes = list(venv.processes)
     assert all(process.is_alive() for process in processes)
     venv.close()
@@ -205,7 +205,7 @@ def test_close_stops_the_workers() -> None:
     with pytest.raises(RuntimeError, match="closed"):
         venv.reset()
 
-    venv = make_sharded_task_env(POINT_GOAL, 2, n_workers=2)
+    venv = make_sharded_task_env(POINT_GOAL, 2, processes=2)
     processes = list(venv.processes)
     venv.__del__()
     assert not any(process.is_alive() for process in processes)
@@ -217,7 +217,7 @@ def test_vector_episode_collector_on_the_sharded_env_matches_the_default_env() -
     def actor(observations: np.ndarray) -> np.ndarray:  # deterministic, depends on the obs
         return 0.1 * np.tanh(3.0 * observations[:, ::-1] + 0.2)
 
-    venv = make_sharded_task_env(POINT_GOAL, 6, n_workers=2, horizon=5)
+    venv = make_sharded_task_env(POINT_GOAL, 6, processes=2, horizon=5)
     try:
         batches = VectorEpisodeCollector(venv, episodes_per_task=3).collect(tasks, actor, seed=0)
     finally:
@@ -245,7 +245,7 @@ def test_metaworld_ml1_matches_single_envs_stepped_by_hand() -> None:
     tasks = reference[0].sample_tasks(n, np.random.default_rng(0))
     actions = random_actions(n, horizon + 2, dim=4, scale=1.0).astype(np.float32)
     venv = make_sharded_task_env(
-        "metabench/ML1-v0", n, n_workers=2, env_name="reach-v3", horizon=10
+        "metabench/ML1-v0", n, processes=2, env_name="reach-v3", horizon=10
     )
     try:
         assert [stop - start for start, stop in venv.shards] == [2, 2]

@@ -46,10 +46,10 @@ def assert_same(one: list, other: list) -> None:
             assert a == b
 
 
-@pytest.mark.parametrize("workers", [1, 2, 3, 8])
-def test_same_results_as_dummy_vec_env(workers):
+@pytest.mark.parametrize("processes", [1, 2, 3, 8])
+def test_same_results_as_dummy_vec_env(processes):
     expected = rollout(DummyVecEnv(factories()))
-    assert_same(rollout(ShardedSubprocVecEnv(factories(), processes=workers)), expected)
+    assert_same(rollout(ShardedSubprocVecEnv(factories(), processes=processes)), expected)
 
 
 def test_shards_interleave():
@@ -95,7 +95,7 @@ def test_a_sub_env_that_raises_is_reported():
 
 
 def test_rl2_trains_the_same_with_env_workers():
-    """RL2-PPO with processes=True (2 workers) learns exactly what it learns in-process."""
+    """RL2-PPO with processes=True (2 processes) learns exactly what it learns in-process."""
 
     def train(processes: bool) -> list[torch.Tensor]:
         config = RL2PPOConfig(meta_batch_size=4, hidden_size=8, processes=processes)
@@ -118,10 +118,10 @@ def _accumulate(state: dict, value: int) -> tuple[int, int]:
 
 def test_run_executes_in_the_worker_and_keeps_its_state():
     venv = ShardedSubprocVecEnv(factories(), processes=3)
-    assert venv.workers == 2
-    for w in range(venv.workers):
+    assert venv.processes == 3  # this one and 2 workers
+    for w in range(venv.processes - 1):
         venv.run_async(w, _accumulate, 10 * (w + 1))
-    first = [venv.run_wait(w) for w in range(venv.workers)]
+    first = [venv.run_wait(w) for w in range(venv.processes - 1)]
     venv.run_async(0, _accumulate, 1)
     again = venv.run_wait(0)
     venv.close()

@@ -258,7 +258,7 @@ class MAML(MetaRLAlgorithm):
     ) -> Self:
         """MAML on a benchmark, with the vector env that steps it fastest: Meta-World's sub-envs
         sharded across at most ``cpus`` worker processes, HalfCheetah's stepped as one batch on
-        at most ``cpus`` threads (both give the same numbers as one process)."""
+        at most ``cpus`` processes (both give the same numbers as one process)."""
         env_kwargs = spec.train_env_kwargs(seed)
         num_envs = config.meta_batch_size * config.episodes_per_task
         vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
@@ -267,11 +267,11 @@ class MAML(MetaRLAlgorithm):
 
             # (the collector reads no infos: the workers send none)
             vec_env = make_sharded_task_env(
-                spec.env_id, num_envs, n_workers=cpus, info_keys=(), **env_kwargs
+                spec.env_id, num_envs, processes=cpus, info_keys=(), **env_kwargs
             )
         elif gym.spec(spec.env_id).vector_entry_point is not None:
             # the collector talks to a batched vector env through the same API
-            kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"nthread": cpus})}
+            kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"processes": cpus})}
             vec_env = gym.make_vec(
                 spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
             )

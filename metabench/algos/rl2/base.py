@@ -220,10 +220,10 @@ class RL2(MetaRLAlgorithm):
             zero_at_episode_start=config.zero_at_episode_start,
             seed=seed,
             backend="sb3",
-            processes=config.processes,
+            # config.processes: step the sub-envs in `cpus` processes (None: one per core)
+            processes=(True if cpus is None else cpus) if config.processes else False,
             env_kwargs=env_kwargs,
             wrapper=_action_wrapper(config.clip_actions),
-            workers=cpus,
         )
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])

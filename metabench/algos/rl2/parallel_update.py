@@ -196,16 +196,16 @@ def parallel_train(
             clip_range, clip_range_vf, context.ent_coef, context.vf_coef, int(mask.sum())
         )
         n_seq = data.lstm_states.pi[0].shape[1]
-        bounds = np.linspace(0, n_seq, venv.workers + 2).round().astype(int)
+        bounds = np.linspace(0, n_seq, venv.processes + 1).round().astype(int)
         parameters = {name: p.detach().numpy().copy() for name, p in trainable.items()}
-        for w in range(venv.workers):
+        for w in range(venv.processes - 1):
             arrays = _sequences(data, bounds[w + 1], bounds[w + 2])
             venv.run_async(w, worker_gradient, build, parameters, arrays, constants)
         local = _samples(_sequences(data, 0, bounds[1]))
         policy.optimizer.zero_grad()
         loss, sums = partial_loss(policy, local, constants)
         loss.backward()
-        for w in range(venv.workers):
+        for w in range(venv.processes - 1):
             gradients, worker_sums = venv.run_wait(w)
             for name, parameter in trainable.items():
                 if gradients[name] is None:

@@ -223,12 +223,12 @@ class RL2RecurrentPPO(RecurrentPPO):
                 part.requires_grad_(False)
 
     def train(self) -> None:
-        """sb3-contrib's update, its passes split over ``update_venv``'s workers, or the
+        """sb3-contrib's update, its passes split over ``update_venv``'s processes, or the
         chunked update (``chunk_length``)."""
         buffer = self.rollout_buffer
         if self.chunk_length is None and (
             self.update_venv is None
-            or self.update_venv.workers == 0
+            or self.update_venv.processes == 1
             or (self.batch_size or 0) < buffer.buffer_size * buffer.n_envs
             or type(buffer) is not RecurrentRolloutBuffer
         ):

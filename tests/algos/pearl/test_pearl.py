@@ -348,7 +348,7 @@ def test_batched_meta_test_of_one_task_is_the_sequential_one():
     with algo.evaluation_streams(5):
         sequential = evaluator.evaluate(algo)
     with algo.evaluation_streams(5):
-        batched = evaluator.evaluate(algo, workers=1)
+        batched = evaluator.evaluate(algo, processes=1)
     returns = [r.tasks[0].episode_returns for r in (sequential, batched)]
     assert returns[0] == returns[1]
     with algo.evaluation_streams(6):  # z is drawn: another stream, other episodes

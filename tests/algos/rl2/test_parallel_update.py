@@ -26,7 +26,7 @@ CONFIGS = {
 }
 
 
-def train(update_processes: bool, workers: int, **options: object) -> RL2PPO:
+def train(update_processes: bool, cpus: int, **options: object) -> RL2PPO:
     config = RL2PPOConfig(
         meta_batch_size=5,
         hidden_size=16,
@@ -34,18 +34,18 @@ def train(update_processes: bool, workers: int, **options: object) -> RL2PPO:
         update_processes=update_processes,
         **options,  # type: ignore[arg-type]
     )
-    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=workers)
+    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=cpus)
     algo.train(2)
     algo.venv.close()
     return algo
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
-@pytest.mark.parametrize("workers", [2, 3])
-def test_split_update_learns_what_the_one_process_update_learns(name: str, workers: int) -> None:
+@pytest.mark.parametrize("cpus", [2, 3])
+def test_split_update_learns_what_the_one_process_update_learns(name: str, cpus: int) -> None:
     options = CONFIGS[name]
-    alone, split = train(False, workers, **options), train(True, workers, **options)
-    assert split.model.update_venv is not None and split.model.update_venv.workers == workers - 1
+    alone, split = train(False, cpus, **options), train(True, cpus, **options)
+    assert split.model.update_venv is not None and split.model.update_venv.processes == cpus
     assert alone.model.update_venv is None
     moved = False
     for before, a, b in zip(
