@@ -1,18 +1,22 @@
 """Meta-World+'s RL2 network and evaluation (``baselines/rl2-ppo-metaworld.toml``), each piece
 against an independent computation: the encoder, GRU and tanh head forward against a NumPy loop
-written from the equations, the std's range, the initialisation, the mode in test episodes and the
-hidden state restored at each of them."""
+written from the equations and against Meta-World+'s own Flax network, the std's range, the
+initialisation, the mode in test episodes and the hidden state restored at each of them."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch as th
+from gymnasium import spaces
 
 import metabench  # noqa: F401 - registers the metabench/* ids
+from metabench.algos.rl2 import TanhEncoder, WholeSequenceGruPolicy
+from metabench.algos.rl2.chunked_update import chunk_pass
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.rl2_trpo import RL2TRPOConfig
 from metabench.validation import ConfigError
@@ -98,6 +102,93 @@ def test_encoder_gru_head_forward_matches_a_numpy_loop() -> None:
             )
         np.testing.assert_allclose(step.distribution.mean.numpy()[0], expected_mean[t], atol=2e-6)
     np.testing.assert_allclose(states[0].numpy()[0, 0], expected_h, atol=2e-6)
+
+
+METAWORLD_PLUS = Path(__file__).parents[2] / "data" / "metaworld_plus_rl2_network.npz"
+"""Meta-World+'s own RL2 network, computed with its code: metaworld-algorithms at a2abf6a3bb1e
+(``rl/networks.py`` ``RecurrentContinuousActionPolicy``, the config of
+``examples/meta_learning/rl2_ml1.py`` narrowed to 16 units), JAX 0.6.0 and Flax 0.10.6 on the CPU,
+initialised at ``PRNGKey(0)`` and its zero biases then offset by N(0, 0.1) so that they count. For
+12 steps of 3 trials of random 7-dimensional observations from a zero carry: ``param/*`` its
+parameters, ``log_prob``, ``mean`` and ``std`` of fixed random actions (``(T, trials, ...)``),
+and ``grad/*`` the gradient of the summed log-probability."""
+
+
+def test_forward_and_gradient_match_metaworld_plus_own_network() -> None:
+    """With Meta-World+'s parameters copied in (Flax keeps one Dense per GRU gate, the reset and
+    update gates without a recurrent bias; PyTorch stacks them r, z, n), the chunked update's pass
+    gives its log-probabilities, means, stds and gradients."""
+    ref = np.load(METAWORLD_PLUS, allow_pickle=False)
+    steps, trials, obs_dim = ref["obs"].shape
+    width = ref["param/cell/hn/bias"].shape[0]
+    space = spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32)
+    policy = WholeSequenceGruPolicy(
+        space, spaces.Box(-1.0, 1.0, shape=(ref["actions"].shape[-1],)), lambda _: 1e-3,
+        lstm_hidden_size=width, net_arch={"pi": [], "vf": []}, enable_critic_lstm=False,
+        features_extractor_class=TanhEncoder, features_extractor_kwargs={"sizes": [width] * 3},
+        head="tanh", init="xavier",
+    )  # fmt: skip
+    encoder = [m for m in policy.features_extractor.modules() if isinstance(m, th.nn.Linear)]
+    gru = policy.lstm_actor
+
+    def param(name: str) -> th.Tensor:
+        return th.as_tensor(ref[f"param/{name}"])
+
+    def gates(kind: str, part: str) -> th.Tensor:
+        return th.cat([param(f"cell/{kind}{gate}/{part}") for gate in "rzn"], dim=-1)
+
+    with th.no_grad():
+        for index, layer in enumerate(encoder):
+            layer.weight.copy_(param(f"encoder/MLP_0/layer_{index}/kernel").T)
+            layer.bias.copy_(param(f"encoder/MLP_0/layer_{index}/bias"))
+        gru.weight_ih_l0.copy_(gates("i", "kernel").T)
+        gru.bias_ih_l0.copy_(gates("i", "bias"))
+        gru.weight_hh_l0.copy_(gates("h", "kernel").T)
+        gru.bias_hh_l0.copy_(th.cat([th.zeros(2 * width), param("cell/hn/bias")]))
+        policy.action_net.weight.copy_(param("head/kernel").T)
+        policy.action_net.bias.copy_(param("head/bias"))
+    # (trials, T, ...), as the update has them
+    observations = th.as_tensor(ref["obs"]).transpose(0, 1)
+    actions = th.as_tensor(ref["actions"]).transpose(0, 1)
+    zero = th.zeros(1, trials, width)
+    log_prob, _, _ = chunk_pass(
+        policy, observations, actions, th.zeros(trials, steps), (zero, zero), carry_at=steps
+    )
+    log_prob.sum().backward()
+
+    def as_reference(x: th.Tensor) -> np.ndarray:  # (trials * T, ...) -> (T, trials, ...)
+        return x.detach().reshape(trials, steps, -1).transpose(0, 1).squeeze(-1).numpy()
+
+    np.testing.assert_allclose(as_reference(log_prob), ref["log_prob"], rtol=1e-5, atol=1e-5)
+    with th.no_grad():  # the mean and std: the encoder, one GRU call over the chunk, the head
+        flat = observations.transpose(0, 1).reshape(-1, obs_dim)  # (T * trials, obs)
+        features = policy.extract_features(flat).reshape(steps, trials, width)
+        latent = gru(features, zero)[0].reshape(steps * trials, width)
+        distribution = policy._get_action_dist_from_latent(latent).distribution
+    np.testing.assert_allclose(
+        distribution.mean.reshape(ref["mean"].shape).numpy(), ref["mean"], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(
+        distribution.stddev.reshape(ref["std"].shape).numpy(), ref["std"], rtol=1e-5, atol=1e-6
+    )
+    grads = {
+        "head/kernel": policy.action_net.weight.grad.T,
+        "head/bias": policy.action_net.bias.grad,
+        "cell/hn/bias": gru.bias_hh_l0.grad[2 * width :],
+    }
+    for index, layer in enumerate(encoder):
+        grads[f"encoder/MLP_0/layer_{index}/kernel"] = layer.weight.grad.T
+        grads[f"encoder/MLP_0/layer_{index}/bias"] = layer.bias.grad
+    for index, gate in enumerate("rzn"):
+        block = slice(index * width, (index + 1) * width)
+        grads[f"cell/i{gate}/kernel"] = gru.weight_ih_l0.grad[block].T
+        grads[f"cell/i{gate}/bias"] = gru.bias_ih_l0.grad[block]
+        grads[f"cell/h{gate}/kernel"] = gru.weight_hh_l0.grad[block].T
+    assert {f"grad/{name}" for name in grads} == {k for k in ref.files if k.startswith("grad/")}
+    for name, grad in grads.items():
+        expected = ref[f"grad/{name}"]
+        tolerance = 1e-5 * float(np.abs(expected).max())
+        np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=tolerance, err_msg=name)
 
 
 def test_tanh_head_std_depends_on_state_and_stays_in_its_range() -> None:
