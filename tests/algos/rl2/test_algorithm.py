@@ -1,6 +1,7 @@
 """RL2-PPO: trial-shaped rollouts, exact resume, the meta-test policies, and (slow) learning."""
 
 import dataclasses
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -9,10 +10,15 @@ import torch
 import torch as th
 
 import metabench  # noqa: F401 - registers the ids
+from metabench.algos.common.baseline import LinearFeatureBaseline
 from metabench.algos.common.sb3 import UnclippedActions
 from metabench.algos.nop import NOP
 from metabench.algos.rl2 import WholeSequenceGruPolicy, WholeSequenceLstmPolicy
-from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
+from metabench.algos.rl2.recurrent_ppo import (
+    RL2RecurrentPPO,
+    linear_baseline_advantages,
+    trial_batch,
+)
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
@@ -372,6 +378,28 @@ def test_linear_baseline_fitted_per_trial_equals_one_ridge_fit_per_trial():
         running = rewards[:, step] + 0.9 * next_value - per_trial[:, step] + 0.72 * running
         advantages[:, step] = running
     np.testing.assert_allclose(buffer.advantages.T, advantages, rtol=1e-5, atol=1e-5)
+
+
+METAWORLD_PLUS_ADVANTAGES = Path(__file__).parents[2] / "data" / "metaworld_plus_rl2_advantages.npz"
+"""Meta-World+'s own RL2 advantages, computed with its code: metaworld-algorithms at a2abf6a3bb1e,
+``RL2.compute_advantages`` (per-task linear baseline over the whole trial, GAE; gamma 0.99,
+lambda 0.95, no normalisation), numpy on the CPU, on 2 random trials of 120 steps with an inner
+episode starting at step 60 (``(T, trials, ...)``: ``observations``, ``rewards``, and its
+baseline ``values`` and GAE ``advantages``; its ``returns`` are the GAE returns, advantages plus
+values)."""
+
+
+def test_linear_baseline_fitted_per_trial_gives_metaworld_plus_own_advantages():
+    ref = np.load(METAWORLD_PLUS_ADVANTAGES, allow_pickle=False)
+    rewards = ref["rewards"]
+    trials = trial_batch(ref["observations"], np.zeros((*rewards.shape, 1)), rewards)
+    advantages, _, values = linear_baseline_advantages(
+        trials, LinearFeatureBaseline(), 0.99, 0.95, "trial"
+    )
+    # Meta-World+ computes in float32: tolerances relative to the largest value
+    np.testing.assert_allclose(values, ref["values"].T, atol=1e-5 * np.abs(ref["values"]).max())
+    scale = np.abs(ref["advantages"]).max()
+    np.testing.assert_allclose(advantages, ref["advantages"].T, atol=1e-5 * scale)
 
 
 def test_linear_baseline_fit_per_trial_needs_the_linear_baseline():
