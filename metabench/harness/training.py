@@ -34,6 +34,7 @@ from metabench.harness.run import (
     RunPlan,
     RunSettings,
     build_algorithm,
+    make_writable_folder,
     metatest_protocol,
     plan_run,
 )
@@ -158,6 +159,9 @@ def evaluate(
     """
     console = console or make_console(stderr=True)
     run = load_run(run_dir)
+    # checked before the meta-test, not after it: a run directory copied without its
+    # evaluations/ folder, or a read-only one, fails at once instead of losing the meta-test
+    make_writable_folder(run.plan.run.evaluations, "run directory")
     evaluator = run.evaluator(test_tasks, exploration_episodes, test_episodes)
     result = evaluator.evaluate(run.algorithm, run.processes)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")

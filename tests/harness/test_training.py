@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -159,6 +160,17 @@ def test_evaluate_reads_the_checkpoint_and_keeps_every_evaluation(tmp_path):
         assert record["metatest_protocol"]["exploration_episodes"] == 2
     with pytest.raises(RunError, match="recorded 30 test tasks: ask for at most 30"):
         evaluate(out, test_tasks=31)
+
+
+def test_evaluate_writes_into_a_copied_run_without_its_evaluations_folder(tmp_path):
+    out, copy = tmp_path / "r", tmp_path / "copy"
+    train(settings(out))
+    copy.mkdir()
+    for name in ("config.json", "checkpoint.pt"):  # what a hand-made copy of a run holds
+        shutil.copy(out / name, copy / name)
+    result = evaluate(copy, test_tasks=2, exploration_episodes=1, test_episodes=1)
+    (written,) = (copy / "evaluations").glob("evaluate-*.json")
+    assert json.loads(written.read_text())["tasks"] == result.to_dict()["tasks"]
 
 
 def test_budget_smaller_than_one_iteration_fails_before_writing(tmp_path):
