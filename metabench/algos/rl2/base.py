@@ -83,6 +83,12 @@ WEIGHT_INIT_DOC = (
     "Meta-World+'s, Xavier-uniform encoder, head and cell input weights, orthogonal recurrent "
     "weights per gate, zero biases; gru only"
 )
+RECURRENT_BIAS_DOC = (
+    "all: PyTorch's GRU, a trained recurrent bias in the reset, update and candidate gates "
+    "(garage's Keras GRUCell has them too). candidate: Flax's GRUCell (Meta-World+), a recurrent "
+    "bias in the candidate gate only; the reset and update gates' stay at 0, where PyTorch's, "
+    "trained beside the input biases, move those gates' total bias twice as fast; gru only"
+)
 DETERMINISTIC_TEST_DOC = (
     "test episodes act with the distribution's mode, exploration episodes sample (Meta-World+'s "
     "RL2 evaluation: adapt_action samples, eval_action takes dist.mode())"
@@ -91,13 +97,15 @@ DETERMINISTIC_TEST_DOC = (
 
 def check_network_options(config: Any) -> None:
     """Raise ``ValueError`` naming the fix for network options the chosen cell cannot take."""
-    if config.recurrent_cell != "gru" and (config.policy_head, config.weight_init) != (
-        "linear",
-        "sb3",
-    ):
+    if config.recurrent_cell != "gru" and (
+        config.policy_head,
+        config.weight_init,
+        config.gru_recurrent_bias,
+    ) != ("linear", "sb3", "all"):
         raise ValueError(
-            "policy_head='tanh' and weight_init='xavier' are built for the GRU policy "
-            "(Meta-World+'s): set recurrent_cell='gru', or leave them at 'linear' and 'sb3'"
+            "policy_head='tanh', weight_init='xavier' and gru_recurrent_bias='candidate' are "
+            "built for the GRU policy (Meta-World+'s): set recurrent_cell='gru', or leave them at "
+            "'linear', 'sb3' and 'all'"
         )
 
 
@@ -237,7 +245,11 @@ class RL2(MetaRLAlgorithm):
             policy_kwargs["features_extractor_class"] = TanhEncoder
             policy_kwargs["features_extractor_kwargs"] = {"sizes": config.encoder_sizes}
         if config.recurrent_cell == "gru":
-            policy_kwargs.update(head=config.policy_head, init=config.weight_init)
+            policy_kwargs.update(
+                head=config.policy_head,
+                init=config.weight_init,
+                recurrent_bias=config.gru_recurrent_bias,
+            )
         if config.value_baseline == "linear":
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
         self.model = self._make_model(policy_class, policy_kwargs, seed, log_dir)

@@ -19,6 +19,7 @@ sb3-contrib's ``(h, c)`` state layout with ``c`` unused.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal
 
 import torch as th
@@ -34,6 +35,7 @@ __all__ = ["TanhEncoder", "WholeSequenceGruPolicy", "WholeSequenceLstmPolicy"]
 
 PolicyHead = Literal["linear", "tanh"]
 WeightInit = Literal["sb3", "xavier"]
+RecurrentBias = Literal["all", "candidate"]
 
 
 class TanhEncoder(BaseFeaturesExtractor):
@@ -79,6 +81,27 @@ def xavier_init(policy: RecurrentActorCriticPolicy, gates: int) -> None:
         with th.no_grad():
             for block in weight.chunk(gates, dim=0):
                 init(block)
+
+
+def _zero_first(grad: th.Tensor, n: int) -> th.Tensor:
+    """``grad`` with its first ``n`` entries set to 0."""
+    grad = grad.clone()
+    grad[:n] = 0.0
+    return grad
+
+
+def hold_gate_biases_at_zero(gru: nn.RNNBase) -> None:
+    """Give ``gru`` the biases of Flax's ``GRUCell`` (Meta-World+): a recurrent bias in the
+    candidate gate only. PyTorch's GRU also has one in the reset and update gates, where it adds
+    to the input bias and, trained beside it with Adam, moves the gate's total bias twice as far
+    per step. Those two blocks are set to 0 and their gradients zeroed, so no optimizer ever moves
+    them (Adam's step on a gradient that is always 0 is exactly 0)."""
+    gates = 2 * gru.hidden_size  # reset and update blocks first, then the candidate's
+    for name, bias in gru.named_parameters():
+        if name.startswith("bias_hh"):
+            with th.no_grad():
+                bias[:gates].zero_()
+            bias.register_hook(partial(_zero_first, n=gates))
 
 
 def _single_layer(lstm: nn.LSTM) -> bool:
@@ -187,6 +210,9 @@ class WholeSequenceGruPolicy(RecurrentActorCriticPolicy):
         the state and the history and lies in ``[e^-1, e]``; actions are not squashed.
     :param init: ``"sb3"``: SB3's orthogonal initialisation (``ortho_init``) around PyTorch's
         default GRU weights. ``"xavier"``: Meta-World+'s (:func:`xavier_init`).
+    :param recurrent_bias: ``"all"``: PyTorch's GRU, a trained recurrent bias in every gate (as
+        TF2 Keras' ``GRUCell`` with ``reset_after``, which garage wraps). ``"candidate"``: Flax's
+        ``GRUCell`` (Meta-World+), in the candidate gate only (:func:`hold_gate_biases_at_zero`).
     """
 
     def __init__(
@@ -196,13 +222,17 @@ class WholeSequenceGruPolicy(RecurrentActorCriticPolicy):
         lr_schedule: Schedule,
         head: PolicyHead = "linear",
         init: WeightInit = "sb3",
+        recurrent_bias: RecurrentBias = "all",
         **kwargs: Any,
     ) -> None:
         if head not in ("linear", "tanh") or init not in ("sb3", "xavier"):
             raise ValueError(f"head must be 'linear' or 'tanh' and init 'sb3' or 'xavier', got "
                              f"{head!r} and {init!r}")  # fmt: skip
+        if recurrent_bias not in ("all", "candidate"):
+            raise ValueError(f"recurrent_bias must be 'all' or 'candidate', got {recurrent_bias!r}")
         self.head = head
         self.init = init
+        self.recurrent_bias = recurrent_bias
         super().__init__(observation_space, action_space, lr_schedule, **kwargs)
         self.lstm_actor = self._gru_like(self.lstm_actor)  # type: ignore[assignment]
         if self.lstm_critic is not None:
@@ -215,13 +245,22 @@ class WholeSequenceGruPolicy(RecurrentActorCriticPolicy):
             del self.log_std  # the head gives the log-std
         if init == "xavier":
             xavier_init(self, gates=3)
+        if recurrent_bias == "candidate":
+            for gru in (self.lstm_actor, self.lstm_critic):
+                if gru is not None:
+                    hold_gate_biases_at_zero(gru)
         # The parent built its optimizer over the LSTMs' parameters: build it again.
         self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
         )
 
     def _get_constructor_parameters(self) -> dict[str, Any]:
-        return {**super()._get_constructor_parameters(), "head": self.head, "init": self.init}
+        return {
+            **super()._get_constructor_parameters(),
+            "head": self.head,
+            "init": self.init,
+            "recurrent_bias": self.recurrent_bias,
+        }
 
     def _get_action_dist_from_latent(self, latent_pi: th.Tensor) -> Distribution:
         """SB3's Gaussian, or with ``head="tanh"`` the mean and log-std from one tanh head."""

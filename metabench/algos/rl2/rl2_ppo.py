@@ -29,6 +29,7 @@ from metabench.algos.rl2.base import (
     LINEAR_BASELINE_FIT_DOC,
     POLICY_HEAD_DOC,
     PROCESSES_DOC,
+    RECURRENT_BIAS_DOC,
     RL2,
     WEIGHT_INIT_DOC,
     ZERO_AT_EPISODE_START_DOC,
@@ -91,6 +92,9 @@ class RL2PPOConfig:
     )
     weight_init: Literal["sb3", "xavier"] = option(
         "sb3", WEIGHT_INIT_DOC, recorded_at_default=False
+    )
+    gru_recurrent_bias: Literal["all", "candidate"] = option(
+        "all", RECURRENT_BIAS_DOC, recorded_at_default=False
     )
     processes: bool = option(False, PROCESSES_DOC)
     update_processes: bool = option(

@@ -22,6 +22,7 @@ from metabench.algos.rl2.base import (
     ENCODER_SIZES_DOC,
     POLICY_HEAD_DOC,
     PROCESSES_DOC,
+    RECURRENT_BIAS_DOC,
     RL2,
     WEIGHT_INIT_DOC,
     ZERO_AT_EPISODE_START_DOC,
@@ -104,6 +105,9 @@ class RL2TRPOConfig:
     )
     weight_init: Literal["sb3", "xavier"] = option(
         "sb3", WEIGHT_INIT_DOC, recorded_at_default=False
+    )
+    gru_recurrent_bias: Literal["all", "candidate"] = option(
+        "all", RECURRENT_BIAS_DOC, recorded_at_default=False
     )
     processes: bool = option(False, PROCESSES_DOC)
 

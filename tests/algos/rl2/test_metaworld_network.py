@@ -6,7 +6,9 @@ initialisation, the mode in test episodes and the hidden state restored at each 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -16,9 +18,10 @@ from gymnasium import spaces
 
 import metabench  # noqa: F401 - registers the metabench/* ids
 from metabench.algos.rl2 import TanhEncoder, WholeSequenceGruPolicy
-from metabench.algos.rl2.chunked_update import chunk_pass
+from metabench.algos.rl2.chunked_update import chunk_pass, chunked_train
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.rl2_trpo import RL2TRPOConfig
+from metabench.algos.rl2.update_context import UpdateContext
 from metabench.validation import ConfigError
 
 ENCODER = (8, 7, 5)
@@ -104,7 +107,8 @@ def test_encoder_gru_head_forward_matches_a_numpy_loop() -> None:
     np.testing.assert_allclose(states[0].numpy()[0, 0], expected_h, atol=2e-6)
 
 
-METAWORLD_PLUS = Path(__file__).parents[2] / "data" / "metaworld_plus_rl2_network.npz"
+DATA = Path(__file__).parents[2] / "data"
+METAWORLD_PLUS = DATA / "metaworld_plus_rl2_network.npz"
 """Meta-World+'s own RL2 network, computed with its code: metaworld-algorithms at a2abf6a3bb1e
 (``rl/networks.py`` ``RecurrentContinuousActionPolicy``, the config of
 ``examples/meta_learning/rl2_ml1.py`` narrowed to 16 units), JAX 0.6.0 and Flax 0.10.6 on the CPU,
@@ -113,40 +117,70 @@ initialised at ``PRNGKey(0)`` and its zero biases then offset by N(0, 0.1) so th
 parameters, ``log_prob``, ``mean`` and ``std`` of fixed random actions (``(T, trials, ...)``),
 and ``grad/*`` the gradient of the summed log-probability."""
 
+METAWORLD_PLUS_UPDATE = DATA / "metaworld_plus_rl2_update.npz"
+"""One whole update of Meta-World+'s own RL2 (``RL2.update`` at a2abf6a3bb1e: overlapping chunks,
+one clipped-surrogate step with the entropy bonus per chunk per epoch, global-norm clipping 1.0,
+Adam 5e-4), the config of ``rl2_ml1.py`` narrowed to 16 units, chunks of 20 overlapping 5 and 2
+epochs (6 steps), initialised at seed 0 with its biases offset by N(0, 0.1). On a 50-step rollout
+of 3 tasks (ML1's 45-dim observations N(0, 1), actions sampled from that policy, rewards
+U(0, 10)): ``obs``, ``actions``, ``log_prob``, ``rewards``, its ``advantages``, the parameters
+before (``param/*``) and after (``updated/*``), and its logged means of the policy loss, entropy
+and clipped fraction (``log/*``)."""
+
+
+def metaworld_plus_policy(
+    ref: Any, recurrent_bias: str = "candidate", learning_rate: float = 1e-3
+) -> WholeSequenceGruPolicy:
+    """Meta-World+'s network as a metabench policy, with the parameters ``ref["param/*"]``
+    copied in: Flax keeps one Dense per GRU gate, the reset and update gates without a recurrent
+    bias; PyTorch stacks them r, z, n."""
+    width = ref["param/cell/hn/bias"].shape[0]
+    obs_dim = ref["obs"].shape[-1]
+    space = spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32)
+    policy = WholeSequenceGruPolicy(
+        space, spaces.Box(-1.0, 1.0, shape=(ref["actions"].shape[-1],)), lambda _: learning_rate,
+        lstm_hidden_size=width, net_arch={"pi": [], "vf": []}, enable_critic_lstm=False,
+        features_extractor_class=TanhEncoder, features_extractor_kwargs={"sizes": [width] * 3},
+        head="tanh", init="xavier", recurrent_bias=recurrent_bias,
+    )  # fmt: skip
+    with th.no_grad():  # the reset and update gates' recurrent biases stay at their init, 0
+        for name, tensor in flax_named(policy).items():
+            value = th.as_tensor(ref[f"param/{name}"])
+            tensor.copy_(value.T if "kernel" in name else value)
+    return policy
+
+
+def flax_named(
+    policy: WholeSequenceGruPolicy, of: Callable[[th.Tensor], th.Tensor] = lambda p: p
+) -> dict[str, th.Tensor]:
+    """``of`` each of ``policy``'s parameters (the parameter itself, its ``.grad``), cut into
+    Flax's parameters and named as Flax names them; kernels stay in PyTorch's ``(out, in)``
+    layout. The recurrent biases of the reset and update gates, which Flax has not, are left
+    out."""
+    encoder = [m for m in policy.features_extractor.modules() if isinstance(m, th.nn.Linear)]
+    gru = policy.lstm_actor
+    width = gru.hidden_size
+    named = {"head/kernel": of(policy.action_net.weight), "head/bias": of(policy.action_net.bias)}
+    for index, layer in enumerate(encoder):
+        named[f"encoder/MLP_0/layer_{index}/kernel"] = of(layer.weight)
+        named[f"encoder/MLP_0/layer_{index}/bias"] = of(layer.bias)
+    for index, gate in enumerate("rzn"):
+        block = slice(index * width, (index + 1) * width)
+        named[f"cell/i{gate}/kernel"] = of(gru.weight_ih_l0)[block]
+        named[f"cell/i{gate}/bias"] = of(gru.bias_ih_l0)[block]
+        named[f"cell/h{gate}/kernel"] = of(gru.weight_hh_l0)[block]
+    named["cell/hn/bias"] = of(gru.bias_hh_l0)[2 * width :]
+    return named
+
 
 def test_forward_and_gradient_match_metaworld_plus_own_network() -> None:
-    """With Meta-World+'s parameters copied in (Flax keeps one Dense per GRU gate, the reset and
-    update gates without a recurrent bias; PyTorch stacks them r, z, n), the chunked update's pass
-    gives its log-probabilities, means, stds and gradients."""
+    """With Meta-World+'s parameters copied in, the chunked update's pass gives its
+    log-probabilities, means, stds and gradients."""
     ref = np.load(METAWORLD_PLUS, allow_pickle=False)
     steps, trials, obs_dim = ref["obs"].shape
     width = ref["param/cell/hn/bias"].shape[0]
-    space = spaces.Box(-np.inf, np.inf, shape=(obs_dim,), dtype=np.float32)
-    policy = WholeSequenceGruPolicy(
-        space, spaces.Box(-1.0, 1.0, shape=(ref["actions"].shape[-1],)), lambda _: 1e-3,
-        lstm_hidden_size=width, net_arch={"pi": [], "vf": []}, enable_critic_lstm=False,
-        features_extractor_class=TanhEncoder, features_extractor_kwargs={"sizes": [width] * 3},
-        head="tanh", init="xavier",
-    )  # fmt: skip
-    encoder = [m for m in policy.features_extractor.modules() if isinstance(m, th.nn.Linear)]
+    policy = metaworld_plus_policy(ref)
     gru = policy.lstm_actor
-
-    def param(name: str) -> th.Tensor:
-        return th.as_tensor(ref[f"param/{name}"])
-
-    def gates(kind: str, part: str) -> th.Tensor:
-        return th.cat([param(f"cell/{kind}{gate}/{part}") for gate in "rzn"], dim=-1)
-
-    with th.no_grad():
-        for index, layer in enumerate(encoder):
-            layer.weight.copy_(param(f"encoder/MLP_0/layer_{index}/kernel").T)
-            layer.bias.copy_(param(f"encoder/MLP_0/layer_{index}/bias"))
-        gru.weight_ih_l0.copy_(gates("i", "kernel").T)
-        gru.bias_ih_l0.copy_(gates("i", "bias"))
-        gru.weight_hh_l0.copy_(gates("h", "kernel").T)
-        gru.bias_hh_l0.copy_(th.cat([th.zeros(2 * width), param("cell/hn/bias")]))
-        policy.action_net.weight.copy_(param("head/kernel").T)
-        policy.action_net.bias.copy_(param("head/bias"))
     # (trials, T, ...), as the update has them
     observations = th.as_tensor(ref["obs"]).transpose(0, 1)
     actions = th.as_tensor(ref["actions"]).transpose(0, 1)
@@ -171,24 +205,66 @@ def test_forward_and_gradient_match_metaworld_plus_own_network() -> None:
     np.testing.assert_allclose(
         distribution.stddev.reshape(ref["std"].shape).numpy(), ref["std"], rtol=1e-5, atol=1e-6
     )
-    grads = {
-        "head/kernel": policy.action_net.weight.grad.T,
-        "head/bias": policy.action_net.bias.grad,
-        "cell/hn/bias": gru.bias_hh_l0.grad[2 * width :],
-    }
-    for index, layer in enumerate(encoder):
-        grads[f"encoder/MLP_0/layer_{index}/kernel"] = layer.weight.grad.T
-        grads[f"encoder/MLP_0/layer_{index}/bias"] = layer.bias.grad
-    for index, gate in enumerate("rzn"):
-        block = slice(index * width, (index + 1) * width)
-        grads[f"cell/i{gate}/kernel"] = gru.weight_ih_l0.grad[block].T
-        grads[f"cell/i{gate}/bias"] = gru.bias_ih_l0.grad[block]
-        grads[f"cell/h{gate}/kernel"] = gru.weight_hh_l0.grad[block].T
+    grads = flax_named(policy, of=lambda p: p.grad)
     assert {f"grad/{name}" for name in grads} == {k for k in ref.files if k.startswith("grad/")}
     for name, grad in grads.items():
         expected = ref[f"grad/{name}"]
+        grad = grad.T if "kernel" in name else grad
         tolerance = 1e-5 * float(np.abs(expected).max())
         np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=tolerance, err_msg=name)
+
+
+def run_metaworld_plus_update(recurrent_bias: str) -> tuple[WholeSequenceGruPolicy, Any, Any]:
+    """The chunked update with Meta-World+'s settings on the update reference's rollout and
+    advantages, from its initial parameters; returns the policy, the reference and the stats."""
+    ref = np.load(METAWORLD_PLUS_UPDATE, allow_pickle=False)
+    steps, tasks = ref["obs"].shape[:2]
+    width = ref["param/cell/hn/bias"].shape[0]
+    policy = metaworld_plus_policy(ref, recurrent_bias, learning_rate=5e-4)
+    starts = np.zeros((steps, tasks), np.float32)
+    starts[0] = 1.0  # one trial: the state carries across its inner episodes
+    zeros = np.zeros((steps, 1, tasks, width), np.float32)
+    buffer = SimpleNamespace(
+        rewards=ref["rewards"], observations=ref["obs"], actions=ref["actions"],
+        episode_starts=starts, log_probs=ref["log_prob"], advantages=ref["advantages"],
+        hidden_states_pi=zeros, cell_states_pi=zeros,
+    )  # fmt: skip
+    context = UpdateContext(
+        policy=policy, buffer=buffer, device=th.device("cpu"), n_epochs=2, batch_size=None,  # type: ignore[arg-type]
+        clip_range=0.2, clip_range_vf=None, ent_coef=5e-3, vf_coef=0.5, max_grad_norm=1.0,
+        normalize_advantage=False, target_kl=None,
+    )  # fmt: skip
+    return policy, ref, chunked_train(context, chunk_length=20, overlap=5)
+
+
+def largest_miss(policy: WholeSequenceGruPolicy, ref: Any) -> float:
+    """The largest distance of a parameter from where Meta-World+'s update took it, as a fraction
+    of how far that update moved the parameter's array; the reset and update gates' recurrent
+    biases, which Flax has not, count against their start, 0."""
+    misses = []
+    for name, tensor in flax_named(policy).items():
+        value = tensor.detach().numpy()
+        value = value.T if "kernel" in name else value
+        move = np.abs(ref[f"updated/{name}"] - ref[f"param/{name}"]).max()
+        misses.append(np.abs(value - ref[f"updated/{name}"]).max() / move)
+    gru = policy.lstm_actor
+    typical = np.abs(ref["updated/cell/hn/bias"] - ref["param/cell/hn/bias"]).max()
+    misses.append(float(gru.bias_hh_l0[: 2 * gru.hidden_size].detach().abs().max()) / typical)
+    return float(max(misses))
+
+
+def test_chunked_update_takes_metaworld_plus_own_update_step_by_step() -> None:
+    """rl2-ppo-metaworld's update (gru_recurrent_bias='candidate') ends where Meta-World+'s own
+    update ends, to float32 rounding, after 6 Adam steps over 3 overlapping chunks; its logged
+    policy loss, entropy and clipped fraction are Meta-World+'s. With PyTorch's recurrent biases
+    in every gate, the reset and update gates' move a full step each time instead."""
+    policy, ref, stats = run_metaworld_plus_update("candidate")
+    assert largest_miss(policy, ref) < 1e-3
+    assert stats.policy == pytest.approx(float(ref["log/policy_loss"]), rel=1e-4)
+    assert -stats.entropy == pytest.approx(float(ref["log/entropy_loss"]), rel=1e-5)
+    assert stats.clip_fraction == pytest.approx(float(ref["log/clip_fracs"]), abs=1e-6)
+    torch_policy, _, _ = run_metaworld_plus_update("all")
+    assert largest_miss(torch_policy, ref) > 0.5
 
 
 def test_tanh_head_std_depends_on_state_and_stays_in_its_range() -> None:
@@ -302,3 +378,37 @@ def test_the_encoder_works_with_the_lstm_and_the_chunked_update_trains_the_parit
     after = algo.model.policy.state_dict()
     for name in ("features_extractor.net.1.weight", "lstm_actor.weight_hh_l0", "action_net.weight"):
         assert not th.equal(before[name], after[name]), f"{name} was not trained"
+
+
+@pytest.mark.parametrize("config_class", [RL2PPOConfig, RL2TRPOConfig])
+def test_flax_gate_biases_need_the_gru(config_class: type) -> None:
+    with pytest.raises(ValueError, match="recurrent_cell='gru'"):
+        config_class(recurrent_cell="lstm", gru_recurrent_bias="candidate")
+
+
+@pytest.mark.parametrize("gru_recurrent_bias", ["candidate", "all"])
+def test_training_moves_the_reset_and_update_gates_recurrent_biases_only_with_all(
+    gru_recurrent_bias: str,
+) -> None:
+    """A real iteration (rollout, chunked update): with ``"candidate"`` the reset and update
+    gates' recurrent biases stay exactly 0 while the candidate's and every input bias train."""
+    algo = parity_algo(
+        value_baseline="linear", chunk_length=10, chunk_overlap=2,
+        gru_recurrent_bias=gru_recurrent_bias,
+    )  # fmt: skip
+    policy = algo.model.policy
+    assert policy._get_constructor_parameters()["recurrent_bias"] == gru_recurrent_bias
+    before = {k: v.clone() for k, v in policy.state_dict().items()}
+    algo.train(1)
+    after = policy.state_dict()
+    gates = slice(0, 2 * HIDDEN)
+    candidate = slice(2 * HIDDEN, 3 * HIDDEN)
+    assert not th.equal(before["lstm_actor.bias_ih_l0"], after["lstm_actor.bias_ih_l0"])
+    assert not th.equal(
+        before["lstm_actor.bias_hh_l0"][candidate], after["lstm_actor.bias_hh_l0"][candidate]
+    )
+    held = after["lstm_actor.bias_hh_l0"][gates]
+    if gru_recurrent_bias == "candidate":
+        assert th.equal(held, th.zeros_like(held))
+    else:
+        assert held.abs().min() > 0
