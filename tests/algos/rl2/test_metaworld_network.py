@@ -145,9 +145,13 @@ def metaworld_plus_policy(
     )  # fmt: skip
     with th.no_grad():  # the reset and update gates' recurrent biases stay at their init, 0
         for name, tensor in flax_named(policy).items():
-            value = th.as_tensor(ref[f"param/{name}"])
-            tensor.copy_(value.T if "kernel" in name else value)
+            tensor.copy_(swap_layout(name, th.as_tensor(ref[f"param/{name}"])))
     return policy
+
+
+def swap_layout(name: str, value: Any) -> Any:
+    """A Flax kernel ``(in, out)`` as PyTorch's ``(out, in)`` weight, or back; biases unchanged."""
+    return value.T if "kernel" in name else value
 
 
 def flax_named(
@@ -209,7 +213,7 @@ def test_forward_and_gradient_match_metaworld_plus_own_network() -> None:
     assert {f"grad/{name}" for name in grads} == {k for k in ref.files if k.startswith("grad/")}
     for name, grad in grads.items():
         expected = ref[f"grad/{name}"]
-        grad = grad.T if "kernel" in name else grad
+        grad = swap_layout(name, grad)
         tolerance = 1e-5 * float(np.abs(expected).max())
         np.testing.assert_allclose(grad.numpy(), expected, rtol=1e-4, atol=tolerance, err_msg=name)
 
@@ -243,8 +247,7 @@ def largest_miss(policy: WholeSequenceGruPolicy, ref: Any) -> float:
     biases, which Flax has not, count against their start, 0."""
     misses = []
     for name, tensor in flax_named(policy).items():
-        value = tensor.detach().numpy()
-        value = value.T if "kernel" in name else value
+        value = swap_layout(name, tensor.detach().numpy())
         move = np.abs(ref[f"updated/{name}"] - ref[f"param/{name}"]).max()
         misses.append(np.abs(value - ref[f"updated/{name}"]).max() / move)
     gru = policy.lstm_actor
