@@ -97,6 +97,10 @@ ALGORITHM_EVALUATION_TORCH = Stream((2,), _TORCH_LEARNERS)
 """MAML's and PEARL's torch generator for meta-tests."""
 PEARL_TRAIN_TASKS = Stream((3,), frozenset({"pearl"}))
 """Draws PEARL's fixed set of training tasks."""
+METAWORLD_TASK_CYCLES = Stream((), frozenset({"maml", "rl2"}))
+"""The run seed itself, unspawned (``default_rng(seed)``): Meta-World's training envs shuffle
+their task lists with a generator seeded so, and :class:`~metabench.tasks.base.CycledTaskSampler`
+follows their order for the same seed."""
 META_BATCH_SLOTS = Stream((0,), _SB3_LEARNERS, indexed=True)
 """The meta-batch of trial ``n`` that every slot of an RL2 vec env takes its task from."""
 META_BATCH_TASKS = Stream((1,), _SB3_LEARNERS)
@@ -115,6 +119,7 @@ STREAMS: tuple[Stream, ...] = (
     ALGORITHM_TORCH,
     ALGORITHM_EVALUATION_TORCH,
     PEARL_TRAIN_TASKS,
+    METAWORLD_TASK_CYCLES,
     META_BATCH_SLOTS,
     META_BATCH_TASKS,
     EVALUATION,

@@ -14,13 +14,14 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import utils
 
 from metabench.errors import InvalidActionError, StepBeforeResetError
+from metabench.rng import METAWORLD_TASK_CYCLES
 from metabench.validation import check_count
 
 Task = Any
@@ -182,6 +183,16 @@ class TaskSampler(abc.ABC):
         """Raise ``ValueError`` naming the valid sizes if a meta-batch of ``n`` is impossible."""
         check_n_tasks(n)
 
+    def sample_batch(self, index: int, n: int, rng: np.random.Generator) -> list[Task]:
+        """The ``index``-th (0-based) meta-batch of a run's training: ``sample(n, rng)``, unless
+        the sampler follows a schedule over the run (:class:`CycledTaskSampler`)."""
+        return self.sample(n, rng)
+
+    def task_groups(self) -> list[list[Task]] | None:
+        """The finite tasks this sampler draws from, one list per class that a balanced
+        meta-batch takes equally from; ``None`` for a continuous distribution."""
+        return None
+
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint must keep of this sampler (stateless samplers keep nothing)."""
         return {}
@@ -237,3 +248,100 @@ class ListTaskSampler(TaskSampler):
         self.check_batch_size(n)
         indices = rng.choice(len(self.tasks), size=n, replace=self.replace)
         return [self.tasks[i] for i in indices]
+
+    def task_groups(self) -> list[list[Task]]:
+        """All the tasks, as one class."""
+        return [list(self.tasks)]
+
+
+TrainTaskOrder = Literal["sampled", "cycled"]
+"""How meta-training goes through a finite list of training tasks (:func:`ordered_sampler`)."""
+
+TRAIN_TASK_ORDER_DOC = (
+    "sampled: each meta-batch drawn afresh from all training tasks. cycled: the order of "
+    "Meta-World's training envs (make_ml_envs_train, in Meta-World+'s training loop): each "
+    "class's tasks cut into blocks of consecutive tasks, one block per meta-batch, every block "
+    "once per cycle in an order reshuffled each cycle; Meta-World benchmarks only"
+)
+
+
+class CycledTaskSampler(TaskSampler):
+    """Meta-training batches in the order of Meta-World's training vector envs.
+
+    ``metaworld.make_ml_envs_train`` gives sub-env ``j`` of a class the tasks ``tasks[j::m]``
+    (``m`` sub-envs per class) and, at each ``sample_tasks``, moves every sub-env to the next
+    task of its list, shuffling the list in place when a cycle starts. The sub-envs share one
+    seed, so they shuffle alike, and meta-batch ``k`` is the ``b``-th block of ``m`` consecutive
+    tasks of every class, ``b`` the ``k``-th entry of a block order reshuffled every cycle by a
+    generator of the seed (NumPy's ``default_rng(seed)``, which Meta-World's envs seed as well:
+    the same seed gives Meta-World's own order). Every task is trained on once per cycle.
+
+    :param base: the sampler whose :meth:`~TaskSampler.task_groups` are cycled through; its
+        ``sample`` serves draws outside the schedule.
+    :param seed: the run's seed.
+    """
+
+    def __init__(self, base: TaskSampler, seed: int) -> None:
+        groups = base.task_groups()
+        if groups is None:
+            raise ValueError(
+                "cycling through training tasks needs a finite list of them (a Meta-World "
+                "benchmark's); this sampler draws from a continuous distribution"
+            )
+        sizes = {len(group) for group in groups}
+        if len(sizes) != 1:
+            raise ValueError(
+                f"cycling through training tasks needs as many tasks in every class, got "
+                f"{sorted(sizes)}: keep the same number of goals per class"
+            )
+        self.base = base
+        self.groups = groups
+        self.seed = int(seed)
+
+    def check_batch_size(self, n: int) -> None:
+        self.base.check_batch_size(n)
+        k, size = len(self.groups), len(self.groups[0])
+        if n % k or size % (n // k):
+            raise ValueError(
+                f"cannot cycle through {size} tasks per class in meta-batches of {n}: each "
+                f"meta-batch takes the same number of tasks from each of the {k} classes, and "
+                f"that number must divide {size}; use a meta-batch of {k} times a divisor of {size}"
+            )
+
+    def sample(self, n: int, rng: np.random.Generator) -> list[Task]:
+        """``n`` tasks drawn with ``rng`` by the base sampler (outside the training schedule)."""
+        return self.base.sample(n, rng)
+
+    def sample_batch(self, index: int, n: int, rng: np.random.Generator) -> list[Task]:
+        """Meta-batch ``index`` of the schedule (``rng`` is not used), grouped by class."""
+        self.check_batch_size(n)
+        per_class = n // len(self.groups)
+        blocks = len(self.groups[0]) // per_class
+        cycle, position = divmod(int(index), blocks)
+        generator = METAWORLD_TASK_CYCLES.generator(self.seed)
+        order = list(range(blocks))
+        for _ in range(cycle + 1):  # in place, cycle after cycle, as Meta-World's envs do
+            generator.shuffle(order)
+        start = order[position] * per_class
+        return [task for group in self.groups for task in group[start : start + per_class]]
+
+    def task_groups(self) -> list[list[Task]]:
+        return [list(group) for group in self.groups]
+
+
+def ordered_sampler(
+    sampler: TaskSampler | None, order: TrainTaskOrder, seed: int
+) -> TaskSampler | None:
+    """``sampler`` as meta-training goes through it in ``order`` (see :data:`TRAIN_TASK_ORDER_DOC`);
+    a ``ValueError`` names the fix when it cannot."""
+    if order == "sampled":
+        return sampler
+    if order != "cycled":
+        raise ValueError(f"train_task_order must be 'sampled' or 'cycled', got {order!r}")
+    if sampler is None or sampler.task_groups() is None:
+        raise ValueError(
+            "train_task_order='cycled' cycles through a finite list of training tasks (a "
+            "Meta-World benchmark's); this benchmark draws them from its env's distribution: "
+            "use 'sampled'"
+        )
+    return CycledTaskSampler(sampler, seed)

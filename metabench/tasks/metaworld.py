@@ -523,6 +523,12 @@ class MetaWorldTaskSampler(TaskSampler):
             f"or pass balanced=False{'' if self.replace else ' or replace=True'}"
         )
 
+    def task_groups(self) -> list[list[Task]]:
+        """Each class's tasks in Meta-World's order (balanced), else all tasks as one class."""
+        if not self.balanced:
+            return [list(self.tasks)]
+        return [list(self.tasks_by_class[name]) for name in self.class_names]
+
     def sample(self, n: int, rng: np.random.Generator) -> list[Task]:
         """``n`` tasks drawn with ``rng``; balanced ones are grouped by class."""
         if not self.balanced:

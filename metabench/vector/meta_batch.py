@@ -40,9 +40,10 @@ VectorBackend = Literal["sb3", "gymnasium"]
 class MetaBatchSlot(TaskSampler):
     """One sub-env's share of per-trial meta-batches that all sub-envs agree on.
 
-    The ``k``-th call draws a meta-batch of ``batch_size`` tasks from ``base`` with a generator
-    derived from ``(seed, k)`` and returns the task at index ``slot``: every sub-env computes the
-    same batch independently, so no process has to hand tasks to another.
+    The ``k``-th call takes meta-batch ``k`` of ``batch_size`` tasks from ``base``
+    (:meth:`~metabench.tasks.base.TaskSampler.sample_batch`, with a generator derived from
+    ``(seed, k)``) and returns the task at index ``slot``: every sub-env computes the same batch
+    independently, so no process has to hand tasks to another.
     """
 
     def __init__(self, base: TaskSampler, batch_size: int, slot: int, seed: int) -> None:
@@ -58,9 +59,10 @@ class MetaBatchSlot(TaskSampler):
         """Return this slot's task of the next meta-batch; ``rng`` is not used (see class doc)."""
         if n != 1:
             raise ValueError(f"MetaBatchSlot gives one task per call, asked for {n}")
-        batch_rng = META_BATCH_SLOTS.generator(self.seed, self.trials)
+        trial = self.trials
         self.trials += 1
-        return [self.base.sample(self.batch_size, batch_rng)[self.slot]]
+        batch_rng = META_BATCH_SLOTS.generator(self.seed, trial)
+        return [self.base.sample_batch(trial, self.batch_size, batch_rng)[self.slot]]
 
     def state_dict(self) -> dict[str, Any]:
         """The index of the current trial (-1 before the first)."""

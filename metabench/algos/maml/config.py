@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
 from metabench.validation import check_config, option
 
 __all__ = ["OUTER_OPTIMIZERS", "MAMLConfig"]
@@ -121,6 +122,9 @@ class MAMLConfig:
         "the policy's initial weights: PyTorch's default, or Xavier-uniform weights and zero "
         "biases on every layer, the output included (Meta-World+'s MAML-TRPO examples)",
         recorded_at_default=False,
+    )
+    train_task_order: Literal["sampled", "cycled"] = option(
+        "sampled", TRAIN_TASK_ORDER_DOC, recorded_at_default=False
     )
 
     def __post_init__(self) -> None:

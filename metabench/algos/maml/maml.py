@@ -74,7 +74,7 @@ from metabench.algos.maml.policy import (
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
 from metabench.rng import ALGORITHM_EVALUATION_TORCH, ALGORITHM_NUMPY, ALGORITHM_TORCH
-from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
+from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, ordered_sampler
 from metabench.threads import torch_threads
 
 __all__ = ["MAML", "MAMLIterationStats"]
@@ -191,6 +191,7 @@ class MAML(MetaRLAlgorithm):
         task_env: Any = (
             env(**env_kwargs) if callable(env) else gym.make(env, **env_kwargs).unwrapped
         )
+        sampler = ordered_sampler(sampler, config.train_task_order, self.seed)
         if sampler is None:
             sampler = SetTaskSampler(task_env.sample_tasks)
         sampler.check_batch_size(config.meta_batch_size)  # fail before building envs
@@ -500,7 +501,9 @@ class MAML(MetaRLAlgorithm):
         return results[-1].metrics() if results else {}
 
     def _iteration(self) -> MAMLIterationStats:
-        tasks = self.task_sampler.sample(self.config.meta_batch_size, self._rng)
+        tasks = self.task_sampler.sample_batch(
+            self.iteration, self.config.meta_batch_size, self._rng
+        )
         start = time.perf_counter()
         meta = detached_params(self.policy.params())
         train_episodes = self.collect(tasks, [meta] * len(tasks))

@@ -41,7 +41,7 @@ from metabench.algos.rl2.policy import (
 from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 from metabench.data import EpisodeBatch
 from metabench.devices import DeviceError, resolve_device
-from metabench.tasks.base import TaskSampler
+from metabench.tasks.base import TaskSampler, ordered_sampler
 from metabench.validation import recorded_config
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_INDEX, EPISODE_RETURN, EPISODE_SUCCESS, RL2Env
@@ -222,7 +222,7 @@ class RL2(MetaRLAlgorithm):
             env,
             config.meta_batch_size,
             episodes_per_trial=config.episodes_per_trial,
-            sampler=sampler,
+            sampler=ordered_sampler(sampler, config.train_task_order, seed),
             rl2=True,
             reward_scale=config.reward_scale,
             zero_at_episode_start=config.zero_at_episode_start,

@@ -38,6 +38,7 @@ from metabench.algos.rl2.base import (
 )
 from metabench.algos.rl2.chunked_update import check_chunk_settings
 from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
+from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
 from metabench.validation import check_config, option
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
@@ -95,6 +96,9 @@ class RL2PPOConfig:
     )
     gru_recurrent_bias: Literal["all", "candidate"] = option(
         "all", RECURRENT_BIAS_DOC, recorded_at_default=False
+    )
+    train_task_order: Literal["sampled", "cycled"] = option(
+        "sampled", TRAIN_TASK_ORDER_DOC, recorded_at_default=False
     )
     processes: bool = option(False, PROCESSES_DOC)
     update_processes: bool = option(

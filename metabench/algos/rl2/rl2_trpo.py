@@ -31,6 +31,7 @@ from metabench.algos.rl2.base import (
 )
 from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 from metabench.algos.rl2.recurrent_trpo import RL2RecurrentTRPO
+from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
 from metabench.validation import check_config, option
 
 __all__ = ["RL2TRPO", "RL2_TRPO", "RL2TRPOConfig"]
@@ -108,6 +109,9 @@ class RL2TRPOConfig:
     )
     gru_recurrent_bias: Literal["all", "candidate"] = option(
         "all", RECURRENT_BIAS_DOC, recorded_at_default=False
+    )
+    train_task_order: Literal["sampled", "cycled"] = option(
+        "sampled", TRAIN_TASK_ORDER_DOC, recorded_at_default=False
     )
     processes: bool = option(False, PROCESSES_DOC)
 
