@@ -3,7 +3,6 @@ per iteration in order, and a resumed run goes on where the schedule stood."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -86,7 +85,7 @@ def test_maml_trains_on_the_cycled_batches_and_resumes_on_them() -> None:
 
 
 def test_cycling_a_continuous_distribution_names_the_fix() -> None:
-    config = dataclasses.replace(RL2PPOConfig(meta_batch_size=2), train_task_order="cycled")
+    config = RL2PPOConfig(meta_batch_size=2, train_task_order="cycled")
     with pytest.raises(ValueError, match="use 'sampled'"):
         RL2PPO("metabench/PointGoal-v0", None, config)
     with pytest.raises(ValueError, match="use 'sampled'"):
