@@ -218,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--test-episodes", type=positive_int, default=None, help="episodes after adapting"
     )
+    evaluate.add_argument(
+        "--device", type=device_option, default=None,
+        help="where the networks act (cpu, cuda or auto; default: where the run trained), e.g. "
+        "cpu for a run trained on a GPU",
+    )  # fmt: skip
 
     bench = commands.add_parser(
         "bench",
@@ -513,7 +518,13 @@ def plot_command(args: argparse.Namespace) -> None:
 def evaluate_command(args: argparse.Namespace) -> None:
     from metabench.harness.training import evaluate
 
-    evaluate(args.run_dir, args.test_tasks, args.exploration_episodes, args.test_episodes)
+    evaluate(
+        args.run_dir,
+        args.test_tasks,
+        args.exploration_episodes,
+        args.test_episodes,
+        device=args.device,
+    )
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {

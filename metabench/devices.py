@@ -3,7 +3,8 @@
 Only the updates move to a GPU. Env stepping stays on the CPU, and so does the action noise,
 drawn from the algorithm's CPU generators wherever the network runs: a run on a GPU sees the
 same random streams as on the CPU, and differs from it only by the rounding of the GPU's
-kernels. Checkpoints hold CPU tensors, so a run saved on one device resumes on the other.
+kernels. Checkpoints hold CPU tensors, so a checkpoint saved on one device loads on the other
+(``metabench evaluate --device cpu`` meta-tests a GPU run where there is no GPU).
 """
 
 from __future__ import annotations

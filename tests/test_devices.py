@@ -21,6 +21,7 @@ from metabench.cli import main
 from metabench.devices import DeviceError, resolve_device, to_cpu
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.run import RunSettings, plan_run
+from metabench.harness.training import train
 from metabench.rng import global_rng_state, set_global_rng_state
 from tests.factories import make_maml
 
@@ -101,6 +102,31 @@ def test_a_cpu_run_records_no_device_and_only_networks_take_one(tmp_path):
     assert get_algorithm("maml-trpo").takes_device and get_algorithm("rl2-ppo").takes_device
     assert get_algorithm("oracle").takes_device
     assert not any(get_algorithm(name).takes_device for name in ("nop", "cem", "cmaes"))
+
+
+def test_a_run_trained_on_a_gpu_meta_tests_on_the_cpu_when_asked(monkeypatch, tmp_path, capsys):
+    """A run whose config.json records a GPU, read where there is none: without ``--device`` the
+    error names the fix; with ``--device cpu`` it meta-tests, and the evaluation file records
+    the CPU. This run really trained on the CPU, so the CPU meta-test must give its recorded
+    final meta-test exactly: the checkpoint and its random streams load as they were saved."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    out = tmp_path / "run"
+    train(RunSettings("Bandit", "rl2-ppo", 0, 192, out))
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "device": "cuda"}))
+    capsys.readouterr()
+    assert main(["evaluate", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "trained on 'cuda', which this machine lacks" in err and "--device cpu" in err
+    assert not list((out / "evaluations").glob("evaluate-*.json"))
+
+    assert main(["evaluate", str(out), "--device", "cpu"]) == 0
+    assert "The run trained on cuda, this meta-test ran on cpu" in capsys.readouterr().err
+    (record_path,) = (out / "evaluations").glob("evaluate-*.json")
+    record = json.loads(record_path.read_text())
+    assert record["device"] == "cpu"
+    final = json.loads((out / "result.json").read_text())["metatest"]
+    assert {key: record[key] for key in final} == final
 
 
 # -- on a GPU -------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.devices import DeviceError, resolve_device
 from metabench.evaluation import MetaEvaluator, task_from_json
 from metabench.harness.benchmarks import BenchmarkSpec
 from metabench.harness.run import (
@@ -82,11 +83,15 @@ class LoadedRun:
         return self.plan.evaluator(tasks, exploration_episodes, test_episodes)
 
 
-def load_run(path: str | Path) -> LoadedRun:
+def load_run(path: str | Path, device: str | None = None) -> LoadedRun:
     """The run in ``path`` at its latest checkpoint.
 
+    :param device: where its networks act (``cpu``, ``cuda``, ``auto``); ``None``: where the run
+        trained. Checkpoints hold CPU tensors, so a run trained on a GPU loads on a machine
+        without one; its numbers then differ from the run's by the GPU's rounding.
     :raises RunError: if ``path`` is not a run directory, or has no checkpoint yet although its
         algorithm trains.
+    :raises DeviceError: if the device (by default the run's) does not exist here.
     """
     run = RunDirectory(path)
     config = run.read_config()
@@ -95,7 +100,16 @@ def load_run(path: str | Path) -> LoadedRun:
     check_algorithm_known(config)
     spec = benchmark_for(config["benchmark"], config["algorithm"])
     tasks = tuple(task_from_json(task) for task in config["test_tasks"])
-    algorithm = build_algorithm(spec, config, None)
+    if device is None:
+        try:
+            resolve_device(config.get("device", "cpu"))
+        except DeviceError as error:
+            raise DeviceError(
+                f"{run.path} trained on {config['device']!r}, which this machine lacks: load it "
+                f"with device='cpu' (metabench evaluate --device cpu)"
+            ) from error
+    built = config if device is None else {**config, "device": str(resolve_device(device))}
+    algorithm = build_algorithm(spec, built, None)
     state = run.load_checkpoint()
     if state is None and algorithm.steps_per_iteration:
         raise RunError(f"{run.path} has no checkpoint yet: train first (metabench train ...)")

@@ -10,6 +10,7 @@ from typing import Any
 from rich.console import Console
 
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.devices import resolve_device
 from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import (
     atomic_write_json,
@@ -149,16 +150,20 @@ def evaluate(
     exploration_episodes: int | None = None,
     test_episodes: int | None = None,
     console: Console | None = None,
+    device: str | None = None,
 ) -> MetaTestResult:
     """Meta-test the latest checkpoint of a run; writes a new ``evaluations/evaluate-<time>.json``.
 
     By default this is the run's own final meta-test again: its recorded test tasks and protocol,
     and the random streams of its checkpoint, so a finished run gives its ``result.json``
     numbers exactly (checked, and said). ``test_tasks`` (the first so many of the run's) and the
-    episode counts change the protocol.
+    episode counts change the protocol; ``device`` (default: the run's) where the networks act,
+    e.g. the CPU for a run trained on a GPU, which the evaluation file then records.
     """
     console = console or make_console(stderr=True)
-    run = load_run(run_dir)
+    run = load_run(run_dir, device)
+    recorded_device = run.config.get("device", "cpu")
+    used_device = recorded_device if device is None else str(resolve_device(device))
     # checked before the meta-test, not after it: a run directory copied without its
     # evaluations/ folder, or a read-only one, fails at once instead of losing the meta-test
     make_writable_folder(run.plan.run.evaluations, "run directory")
@@ -168,10 +173,22 @@ def evaluate(
     protocol = metatest_protocol(run.spec, run.algorithm, evaluator, len(run.plan.test_tasks))
     atomic_write_json(
         claim_new_file(run.plan.run.evaluations, f"evaluate-{stamp}", ".json"),
-        {"iteration": run.iteration, "metatest_protocol": protocol, **result.to_dict()},
+        {
+            "iteration": run.iteration,
+            "metatest_protocol": protocol,
+            # recorded where it is not the run's own, whose config.json says where it trained
+            **({"device": used_device} if used_device != recorded_device else {}),
+            **result.to_dict(),
+        },
     )
     console.print(metatest_table(result, title=f"{run.path}: meta-test"))
     own = (test_tasks, exploration_episodes, test_episodes) == (None, None, None)
+    if own and used_device != recorded_device:
+        console.print(
+            f"The run trained on {recorded_device}, this meta-test ran on {used_device}: its "
+            f"numbers differ from the run's own by the devices' rounding."
+        )
+        return result
     recorded = run.plan.run.completed_result()
     if own and recorded is not None and recorded["iterations"] == run.iteration:
         result_path = run.plan.run.result_path
