@@ -38,11 +38,14 @@ class LoadedRun:
     :param algorithm: built from the recorded configuration, at the checkpoint's state, every
         random stream included: meta-testing it draws what the run's final meta-test drew.
     :param iteration: the checkpoint's training iteration (0: no checkpoint, e.g. NOP).
+    :param device: where the algorithm was built (``cpu``, ``cuda``, ...): the run's own device
+        unless :func:`load_run` was asked for another.
     """
 
     plan: RunPlan
     algorithm: MetaRLAlgorithm
     iteration: int
+    device: str
 
     @property
     def path(self) -> Path:
@@ -100,20 +103,20 @@ def load_run(path: str | Path, device: str | None = None) -> LoadedRun:
     check_algorithm_known(config)
     spec = benchmark_for(config["benchmark"], config["algorithm"])
     tasks = tuple(task_from_json(task) for task in config["test_tasks"])
-    if device is None:
-        try:
-            resolve_device(config.get("device", "cpu"))
-        except DeviceError as error:
-            raise DeviceError(
-                f"{run.path} trained on {config['device']!r}, which this machine lacks: load it "
-                f"with device='cpu' (metabench evaluate --device cpu)"
-            ) from error
-    built = config if device is None else {**config, "device": str(resolve_device(device))}
-    algorithm = build_algorithm(spec, built, None)
+    try:
+        used = str(resolve_device(config.get("device", "cpu") if device is None else device))
+    except DeviceError as error:
+        if device is not None:
+            raise
+        raise DeviceError(
+            f"{run.path} trained on {config['device']!r}, which this machine lacks: load it "
+            f"with device='cpu' (metabench evaluate --device cpu)"
+        ) from error
+    algorithm = build_algorithm(spec, {**config, "device": used}, None)
     state = run.load_checkpoint()
     if state is None and algorithm.steps_per_iteration:
         raise RunError(f"{run.path} has no checkpoint yet: train first (metabench train ...)")
     if state is not None:
         algorithm.load_state_dict(state["algorithm"])
     iteration = 0 if state is None else int(state["iteration"])
-    return LoadedRun(RunPlan(spec, config, tasks, run), algorithm, iteration)
+    return LoadedRun(RunPlan(spec, config, tasks, run), algorithm, iteration, used)

@@ -10,7 +10,6 @@ from typing import Any
 from rich.console import Console
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.devices import resolve_device
 from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import (
     atomic_write_json,
@@ -163,7 +162,6 @@ def evaluate(
     console = console or make_console(stderr=True)
     run = load_run(run_dir, device)
     recorded_device = run.config.get("device", "cpu")
-    used_device = recorded_device if device is None else str(resolve_device(device))
     # checked before the meta-test, not after it: a run directory copied without its
     # evaluations/ folder, or a read-only one, fails at once instead of losing the meta-test
     make_writable_folder(run.plan.run.evaluations, "run directory")
@@ -177,15 +175,15 @@ def evaluate(
             "iteration": run.iteration,
             "metatest_protocol": protocol,
             # recorded where it is not the run's own, whose config.json says where it trained
-            **({"device": used_device} if used_device != recorded_device else {}),
+            **({"device": run.device} if run.device != recorded_device else {}),
             **result.to_dict(),
         },
     )
     console.print(metatest_table(result, title=f"{run.path}: meta-test"))
     own = (test_tasks, exploration_episodes, test_episodes) == (None, None, None)
-    if own and used_device != recorded_device:
+    if own and run.device != recorded_device:
         console.print(
-            f"The run trained on {recorded_device}, this meta-test ran on {used_device}: its "
+            f"The run trained on {recorded_device}, this meta-test ran on {run.device}: its "
             f"numbers differ from the run's own by the devices' rounding."
         )
         return result
