@@ -2,9 +2,9 @@
 
 MAML needs the same network under many parameter sets at once: the meta-parameters, and one
 adapted set per task that is a differentiable function of them. So parameters are never
-written into the module during adaptation; every evaluation goes through
-``torch.func.functional_call(module, params, obs)`` with a plain ``dict`` of tensors, and the
-module's own parameters are only the meta-parameters the outer optimiser updates.
+written into the module during adaptation; every evaluation applies the module's layers to a
+plain ``dict`` of tensors (:meth:`GaussianMLPPolicy.mean_log_std`), and the module's own
+parameters are only the meta-parameters the outer optimiser updates.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Normal
-from torch.func import functional_call, vmap
+from torch.func import vmap
+from torch.nn import functional as F
 
 from metabench.algos.base import Policy
 
@@ -136,13 +137,25 @@ class GaussianMLPPolicy(nn.Module):
     def mean_log_std(
         self, observations: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`forward` with ``params`` in place of the module's own (``None``: its own)."""
+        """:meth:`forward` with ``params`` (a full set) in place of the module's own (``None``:
+        its own).
+
+        The layers' own operations, applied to ``params``: the same results, bit for bit, as
+        ``torch.func.functional_call``, which swaps the tensors into the module for each call.
+        At one observation per call (the sequential meta-test) that swap cost 4-6x the forward
+        pass itself (``scripts/maml_policy_call.py``).
+        """
         if params is None:
             return self(observations)
-        output: tuple[torch.Tensor, torch.Tensor] = functional_call(
-            self, dict(params), (observations,)
-        )
-        return output
+        x = observations
+        for index, layer in enumerate(self.mean_net):
+            if isinstance(layer, nn.Linear):
+                x = F.linear(
+                    x, params[f"mean_net.{index}.weight"], params[f"mean_net.{index}.bias"]
+                )
+            else:
+                x = layer(x)
+        return x, params["log_std"].expand_as(x)
 
     def distribution(
         self, observations: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None

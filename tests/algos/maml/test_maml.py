@@ -20,6 +20,7 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from torch import nn
 from torch.distributions import Normal
+from torch.func import functional_call, vmap
 
 from metabench.algos.common.baseline import LinearFeatureBaseline
 from metabench.algos.common.returns import discounted_returns, gae_advantages
@@ -109,6 +110,35 @@ def test_functional_forward_uses_the_given_params_and_leaves_the_module_alone() 
         - 0.5 * math.log(2 * math.pi)
     ).sum(-1)
     torch.testing.assert_close(policy.log_likelihood(obs, actions, other.params()), closed_form)
+
+
+def test_functional_forward_is_functional_calls_bit_for_bit_with_gradients_and_vmap() -> None:
+    """The layers applied to a parameter set give what ``torch.func.functional_call`` gives
+    (the module with those tensors swapped in), bit for bit: outputs, gradients of a loss
+    through them to the parameters, and the same under ``vmap`` over stacked sets."""
+    policy = make_policy(hidden=(5, 4), obs_dim=3, seed=1).float()
+    sets = [make_policy(hidden=(5, 4), obs_dim=3, seed=s).float().params() for s in (2, 3)]
+    obs = torch.randn(6, 3)
+
+    def loss(outputs: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        mean, log_std = outputs
+        return (mean.sin() * log_std.exp()).sum()
+
+    params = {name: value.detach().requires_grad_() for name, value in sets[0].items()}
+    ours = policy.mean_log_std(obs, params)
+    theirs = functional_call(policy, params, (obs,))
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.detach().numpy().tobytes() == b.detach().numpy().tobytes()
+    ours_grads = torch.autograd.grad(loss(ours), list(params.values()))
+    theirs_grads = torch.autograd.grad(loss(theirs), list(params.values()))
+    for a, b in zip(ours_grads, theirs_grads, strict=True):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    stacked = {name: torch.stack([s[name].detach() for s in sets]) for name in sets[0]}
+    grouped = torch.randn(2, 4, 3)
+    ours = vmap(policy.mean_log_std)(grouped, stacked)
+    theirs = vmap(lambda o, p: functional_call(policy, p, (o,)))(grouped, stacked)
+    for a, b in zip(ours, theirs, strict=True):
+        assert a.numpy().tobytes() == b.numpy().tobytes()
 
 
 def test_policy_from_spaces_and_space_checks() -> None:
