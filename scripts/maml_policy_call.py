@@ -25,13 +25,6 @@ from metabench.harness.timing import best_times
 CALLS = 2000
 
 
-def _through_functional_call(
-    module: GaussianMLPPolicy, observations: torch.Tensor, params: dict[str, torch.Tensor]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    output: tuple[torch.Tensor, torch.Tensor] = functional_call(module, params, (observations,))
-    return output
-
-
 def make_calls(hidden: Sequence[int], obs_dim: int) -> dict[str, Callable[[], np.ndarray]]:
     """``CALLS`` deterministic ``get_action`` calls each way; each returns the actions."""
     torch.manual_seed(0)
@@ -47,7 +40,7 @@ def make_calls(hidden: Sequence[int], obs_dim: int) -> dict[str, Callable[[], np
         with mock.patch.object(
             GaussianMLPPolicy,
             "mean_log_std",
-            lambda self, obs, p: _through_functional_call(self, obs, dict(p)),
+            lambda self, obs, p: functional_call(self, dict(p), (obs,)),
         ):
             return layers()
 
