@@ -6,7 +6,6 @@ initialisation, the mode in test episodes and the hidden state restored at each 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +22,7 @@ from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.algos.rl2.rl2_trpo import RL2TRPOConfig
 from metabench.algos.rl2.update_context import UpdateContext
 from metabench.validation import ConfigError
+from scripts.metaworld_plus_run import flax_named, load_flax_parameters, swap_layout
 
 ENCODER = (8, 7, 5)
 HIDDEN = 6
@@ -143,38 +143,8 @@ def metaworld_plus_policy(
         features_extractor_class=TanhEncoder, features_extractor_kwargs={"sizes": [width] * 3},
         head="tanh", init="xavier", recurrent_bias=recurrent_bias,
     )  # fmt: skip
-    with th.no_grad():  # the reset and update gates' recurrent biases stay at their init, 0
-        for name, tensor in flax_named(policy).items():
-            tensor.copy_(swap_layout(name, th.as_tensor(ref[f"param/{name}"])))
+    load_flax_parameters(policy, ref)
     return policy
-
-
-def swap_layout(name: str, value: Any) -> Any:
-    """A Flax kernel ``(in, out)`` as PyTorch's ``(out, in)`` weight, or back; biases unchanged."""
-    return value.T if "kernel" in name else value
-
-
-def flax_named(
-    policy: WholeSequenceGruPolicy, of: Callable[[th.Tensor], th.Tensor] = lambda p: p
-) -> dict[str, th.Tensor]:
-    """``of`` each of ``policy``'s parameters (the parameter itself, its ``.grad``), cut into
-    Flax's parameters and named as Flax names them; kernels stay in PyTorch's ``(out, in)``
-    layout. The recurrent biases of the reset and update gates, which Flax has not, are left
-    out."""
-    encoder = [m for m in policy.features_extractor.modules() if isinstance(m, th.nn.Linear)]
-    gru = policy.lstm_actor
-    width = gru.hidden_size
-    named = {"head/kernel": of(policy.action_net.weight), "head/bias": of(policy.action_net.bias)}
-    for index, layer in enumerate(encoder):
-        named[f"encoder/MLP_0/layer_{index}/kernel"] = of(layer.weight)
-        named[f"encoder/MLP_0/layer_{index}/bias"] = of(layer.bias)
-    for index, gate in enumerate("rzn"):
-        block = slice(index * width, (index + 1) * width)
-        named[f"cell/i{gate}/kernel"] = of(gru.weight_ih_l0)[block]
-        named[f"cell/i{gate}/bias"] = of(gru.bias_ih_l0)[block]
-        named[f"cell/h{gate}/kernel"] = of(gru.weight_hh_l0)[block]
-    named["cell/hn/bias"] = of(gru.bias_hh_l0)[2 * width :]
-    return named
 
 
 def test_forward_and_gradient_match_metaworld_plus_own_network() -> None:
