@@ -16,7 +16,6 @@ actions from the same parameters.
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -98,7 +97,7 @@ def main() -> int:
     load_flax_parameters(algorithm.model.policy, np.load(args.params, allow_pickle=False))  # type: ignore[attr-defined]
     out = RunDirectory(args.out)
     out.create()
-    shutil.copyfile(template.plan.run.config_path, out.config_path)
+    out.claim(template.config)
     out.save_checkpoint({**state, "algorithm": algorithm.state_dict()}, type(algorithm).__name__)
     print(f"{args.out} written; meta-test it with: metabench evaluate {args.out}")
     return 0
