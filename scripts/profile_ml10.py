@@ -15,10 +15,14 @@ Also measures Meta-World's env-only step rate (the ML10 training classes in turn
 actions) on one process and on every core, the reference the speed checks compare against.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/profile_ml10.py [--parts rl2 maml metatest env]
-        [--episodes N] [--set KEY=VALUE ...]
+        [--episodes N] [--set KEY=VALUE ...] [--rl2 ALGORITHM] [--device cuda] [--cpus N]
 
 ``--episodes`` shortens trials and per-task batches for a quick look (the default runs the
-published iteration: 20 tasks x 10 episodes x 500 steps). Nothing else may run meanwhile.
+published iteration: 20 tasks x 10 episodes x 500 steps). ``--rl2`` picks the RL2 baseline
+(default ``rl2-ppo``; ``rl2-ppo-metaworld`` is the Meta-World+ parity one), ``--device`` and
+``--cpus`` are ``metabench train``'s (default: the CPU, every core). On a GPU each timed phase
+waits for the GPU's queued work before it stops its clock, so a phase owns the kernels it
+launched. Nothing else may run meanwhile.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import os
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -45,9 +49,14 @@ BENCHMARK = "ML10"
 
 
 class Stopwatch:
-    """Adds up the wall time of wrapped callables by label (re-entrant calls count once)."""
+    """Adds up the wall time of wrapped callables by label (re-entrant calls count once).
 
-    def __init__(self) -> None:
+    :param synchronize: called before each clock reading (``torch.cuda.synchronize`` on a GPU,
+        whose kernels run after the call that launched them returns).
+    """
+
+    def __init__(self, synchronize: Callable[[], None] = lambda: None) -> None:
+        self.synchronize = synchronize
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._depth: dict[str, int] = defaultdict(int)
@@ -76,11 +85,13 @@ class Stopwatch:
     @contextlib.contextmanager
     def timing(self, label: str) -> Iterator[None]:
         self._depth[label] += 1
+        self.synchronize()
         start = time.perf_counter()
         try:
             yield
         finally:
             self._depth[label] -= 1
+            self.synchronize()
             if self._depth[label] == 0:
                 self.seconds[label] += time.perf_counter() - start
                 self.calls[label] += 1
@@ -106,11 +117,25 @@ def profiled_test_tasks(plan: Any) -> list[Any]:
     return tasks[:: max(1, len(tasks) // PROFILED_TEST_TASKS)][:PROFILED_TEST_TASKS]
 
 
-def build(algorithm: str, overrides: dict[str, Any], seed: int = 0) -> tuple[Any, Any]:
-    """The algorithm as ``metabench train`` builds it on ML10, and the run's plan."""
+def build(
+    algorithm: str,
+    overrides: dict[str, Any],
+    seed: int = 0,
+    device: str = "cpu",
+    cpus: int | None = None,
+) -> tuple[Any, Any]:
+    """The algorithm as ``metabench train --device DEVICE --cpus CPUS`` builds it on ML10
+    (``cpus=None``: every core), and the run's plan."""
     out = Path(tempfile.mkdtemp(prefix="profile-ml10-"))
     settings = RunSettings(
-        BENCHMARK, algorithm, seed, 1, out, hyperparameters=overrides, cpus=os.cpu_count()
+        BENCHMARK,
+        algorithm,
+        seed,
+        1,
+        out,
+        hyperparameters=overrides,
+        cpus=cpus or os.cpu_count(),
+        device=device,
     )
     plan = plan_run(settings)
     return build_algorithm(plan.spec, plan.config, None), plan
@@ -126,13 +151,19 @@ def time_sawyer_classes(watch: Stopwatch) -> None:
             watch.wrap(cls, "step", "env: Meta-World step")
 
 
-def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
+def profile_rl2(
+    algorithm: str,
+    overrides: dict[str, Any],
+    episodes: int | None,
+    device: str = "cpu",
+    cpus: int | None = None,
+) -> None:
     from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 
     if episodes:
         overrides = {"episodes_per_trial": episodes, **overrides}
-    algo, _ = build("rl2-ppo", overrides)
-    watch = Stopwatch()
+    algo, _ = build(algorithm, overrides, device=device, cpus=cpus)
+    watch = Stopwatch(torch.cuda.synchronize if algo.device.type == "cuda" else lambda: None)
     model, venv = algo.model, algo.venv
     inner = venv.venv
     in_process = hasattr(inner, "envs")
@@ -175,7 +206,8 @@ def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
     ]  # fmt: skip
     config = algo.config
     print_split(
-        f"RL2-PPO on ML10, one iteration ({config.meta_batch_size} tasks x "
+        f"{algorithm} on ML10, one iteration on {algo.device} "
+        f"({config.meta_batch_size} tasks x "
         f"{config.episodes_per_trial} episodes, {config.recurrent_cell} {config.hidden_size}, "
         f"{config.value_baseline} baseline, processes={config.processes}, update_processes="
         f"{config.update_processes}, "
@@ -187,11 +219,16 @@ def profile_rl2(overrides: dict[str, Any], episodes: int | None) -> None:
     algo.venv.close()
 
 
-def profile_maml(overrides: dict[str, Any], episodes: int | None) -> None:
+def profile_maml(
+    overrides: dict[str, Any],
+    episodes: int | None,
+    device: str = "cpu",
+    cpus: int | None = None,
+) -> None:
     if episodes:
         overrides = {"episodes_per_task": episodes, **overrides}
-    algo, _ = build("maml-trpo", overrides)
-    watch = Stopwatch()
+    algo, _ = build("maml-trpo", overrides, device=device, cpus=cpus)
+    watch = Stopwatch(torch.cuda.synchronize if algo.device.type == "cuda" else lambda: None)
     collector = algo.collector
     vec_env = collector.vec_env
     watch.wrap(vec_env, "step", "env + IPC (waiting on workers)")
@@ -353,6 +390,9 @@ def main() -> None:
         metavar="KEY=VALUE",
         help="hyperparameter overrides for RL2-PPO (JSON values)",
     )
+    parser.add_argument("--rl2", default="rl2-ppo", help="the RL2 baseline of --parts rl2")
+    parser.add_argument("--device", default="cpu", help="metabench train's --device (rl2, maml)")
+    parser.add_argument("--cpus", type=int, default=None, help="metabench train's --cpus")
     args = parser.parse_args()
     overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     if "env" in args.parts:
@@ -365,9 +405,9 @@ def main() -> None:
                 f"{cores}"
             )
     if "rl2" in args.parts:
-        profile_rl2(overrides, args.episodes)
+        profile_rl2(args.rl2, overrides, args.episodes, args.device, args.cpus)
     if "maml" in args.parts:
-        profile_maml({}, args.episodes)
+        profile_maml({}, args.episodes, args.device, args.cpus)
     if "metatest" in args.parts:
         profile_metatest("rl2-ppo", overrides)
 
