@@ -51,12 +51,14 @@ BENCHMARK = "ML10"
 class Stopwatch:
     """Adds up the wall time of wrapped callables by label (re-entrant calls count once).
 
-    :param synchronize: called before each clock reading (``torch.cuda.synchronize`` on a GPU,
-        whose kernels run after the call that launched them returns).
+    :param device: where the timed code runs; on a GPU each clock reading waits for the queued
+        kernels first (they run after the call that launched them returns).
     """
 
-    def __init__(self, synchronize: Callable[[], None] = lambda: None) -> None:
-        self.synchronize = synchronize
+    def __init__(self, device: torch.device | None = None) -> None:
+        self.synchronize: Callable[[], None] = (
+            torch.cuda.synchronize if device is not None and device.type == "cuda" else lambda: None
+        )
         self.seconds: dict[str, float] = defaultdict(float)
         self.calls: dict[str, int] = defaultdict(int)
         self._depth: dict[str, int] = defaultdict(int)
@@ -163,7 +165,7 @@ def profile_rl2(
     if episodes:
         overrides = {"episodes_per_trial": episodes, **overrides}
     algo, _ = build(algorithm, overrides, device=device, cpus=cpus)
-    watch = Stopwatch(torch.cuda.synchronize if algo.device.type == "cuda" else lambda: None)
+    watch = Stopwatch(algo.device)
     model, venv = algo.model, algo.venv
     inner = venv.venv
     in_process = hasattr(inner, "envs")
@@ -228,7 +230,7 @@ def profile_maml(
     if episodes:
         overrides = {"episodes_per_task": episodes, **overrides}
     algo, _ = build("maml-trpo", overrides, device=device, cpus=cpus)
-    watch = Stopwatch(torch.cuda.synchronize if algo.device.type == "cuda" else lambda: None)
+    watch = Stopwatch(algo.device)
     collector = algo.collector
     vec_env = collector.vec_env
     watch.wrap(vec_env, "step", "env + IPC (waiting on workers)")
