@@ -9,8 +9,9 @@ line this script prints unchanged: run it before and after, and compare the two 
     diff /tmp/before.txt /tmp/after.txt
 
 Each run is ``metabench train`` on PointGoal (CEM and CMA-ES: HalfCheetahVel) on one core, with a
-budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update (its own settings
-are for Meta-World only). The hash covers every number of ``result.json``'s training and
+budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update, and
+``rl2-ppo-metaworld`` every setting of its ML10 table but the task batch and order, with short
+chunks (their own settings are for Meta-World only). The hash covers every number of ``result.json``'s training and
 meta-test sections except wall times, and their keys, as
 :func:`metabench.harness.resultfile.read_result` reads the file: in the current version's form,
 so that a run written in version 1 of the meta-test result (``n_exploration_eps``) and the same
@@ -71,6 +72,8 @@ ALGORITHMS = {
         "--set",
         "value_baseline=linear",
     ],
+    # its settings are Meta-World's only: each is set (meta_world_settings), with short chunks
+    "rl2-ppo-metaworld": ["--set", "chunk_length=10", "--set", "chunk_overlap=2"],
     "pearl": [
         "--steps",
         "2000",
@@ -81,10 +84,28 @@ ALGORITHMS = {
     ],
 }
 """Each algorithm and the ``metabench train`` arguments its tiny run adds (a later
-``--benchmark`` or ``--steps`` replaces the script's)."""
+``--benchmark``, ``--steps`` or ``--set`` replaces the script's)."""
+
+META_WORLD_ONLY = {"rl2-ppo-metaworld": "ML10"}
+"""Algorithms whose baseline file sets everything that makes them what they are for Meta-World
+only, and the benchmark whose settings their tiny run takes (:func:`meta_world_settings`)."""
 
 SECTIONS = ("env_steps", "iterations", "metatest", "metatrain", "train_evaluation")
 """The parts of ``result.json`` whose numbers the hash covers."""
+
+
+def meta_world_settings(algorithm: str, benchmark: str) -> list[str]:
+    """``--set`` for each hyperparameter the baseline file gives ``algorithm`` on ``benchmark``,
+    but the task batch and its order (a PointGoal run would otherwise use the defaults)."""
+    from metabench.harness.algorithms import get_algorithm
+
+    values: dict[str, Any] = {}
+    for setting in get_algorithm(algorithm).settings_for(benchmark):
+        values.update(setting.values)
+    skipped = {"meta_batch_size", "train_task_order"}
+    return [
+        f"--set={key}={json.dumps(value)}" for key, value in values.items() if key not in skipped
+    ]
 
 
 def numbers(value: Any, path: str = "", ignore: frozenset[str] = frozenset()) -> dict[str, float]:
@@ -156,6 +177,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as root:
         for algorithm in args.algorithms:
             extra = ALGORITHMS[algorithm]
+            if algorithm in META_WORLD_ONLY:
+                extra = [*meta_world_settings(algorithm, META_WORLD_ONLY[algorithm]), *extra]
             digest = fingerprint(
                 algorithm, args.benchmark, args.steps, extra, Path(root), ignore, args.code
             )
