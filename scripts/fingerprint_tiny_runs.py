@@ -11,8 +11,8 @@ line this script prints unchanged: run it before and after, and compare the two 
 Each run is ``metabench train`` on PointGoal (CEM and CMA-ES: HalfCheetahVel) on one core, with a
 budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update, and
 ``rl2-ppo-metaworld`` every setting of its ML10 table but the task batch and order, with short
-chunks (their own settings are for Meta-World only). The hash covers every number of ``result.json``'s training and
-meta-test sections except wall times, and their keys, as
+chunks (their own settings are for Meta-World only). The hash covers every number of
+``result.json``'s training and meta-test sections except wall times, and their keys, as
 :func:`metabench.harness.resultfile.read_result` reads the file: in the current version's form,
 so that a run written in version 1 of the meta-test result (``n_exploration_eps``) and the same
 numbers written in version 2 (``exploration_episodes``) hash the same. (Fingerprints printed
