@@ -122,10 +122,6 @@ def ray_address() -> Iterator[str]:
     that Ray is told exists (a fake one: Ray schedules by the count it is given; a CPU cell
     asks for none, so the other tests run as on a cluster without one). One cluster, since
     each start costs seconds."""
-    yield from _ray_head("--num-gpus=1")
-
-
-def _ray_head(*options: str) -> Iterator[str]:
     pytest.importorskip("ray")
     port = _free_port()
     temp_dir = tempfile.mkdtemp(prefix="ray")  # short: Ray's socket paths have a length limit
@@ -136,7 +132,7 @@ def _ray_head(*options: str) -> Iterator[str]:
             [
                 sys.executable, "-m", "ray.scripts.scripts", "start", "--head",
                 f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                "--disable-usage-stats", f"--temp-dir={temp_dir}", "--block", *options,
+                "--disable-usage-stats", f"--temp-dir={temp_dir}", "--block", "--num-gpus=1",
             ],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
