@@ -15,14 +15,6 @@ that reads the loop variable when it is called, so both build the test split
 from __future__ import annotations
 
 import argparse
-from typing import Any
-
-
-def sub_env_tasks(env: Any) -> list[Any]:
-    """The tasks of one sub-env: those of the first wrapper that holds any."""
-    while not hasattr(env, "tasks") and hasattr(env, "env"):
-        env = env.env
-    return list(env.tasks)
 
 
 def main() -> None:
@@ -40,7 +32,7 @@ def main() -> None:
         "Meta-World/ML1-train", env_name=args.env_name, seed=args.seed, vector_strategy="sync",
         meta_batch_size=10, total_tasks_per_cls=50,
     )  # fmt: skip
-    held = {task.data for env in envs.envs for task in sub_env_tasks(env)}
+    held = {task.data for env in envs.envs for task in env.get_wrapper_attr("tasks")}
     print(
         f"metaworld.ML1({args.env_name!r}, seed={args.seed}): {len(train)} training goals, "
         f"{len(test)} test goals, {len(train & test)} in both; Meta-World/ML1-train's sub-envs "
