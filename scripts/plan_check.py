@@ -8,20 +8,41 @@ an otherwise idle machine; the default grid is ``make run``'s.
 
     .venv/bin/python scripts/plan_check.py [--benchmarks HalfCheetahVel]
         [--algorithms maml-trpo multitask nop] [--seeds 0 1] [--profile quick] [--cpus 2]
+
+With ``--runs``, finished ``metabench train`` runs (run directories with their TensorBoard logs)
+instead: each one's recorded command is calibrated (``--calibration``, reused if measured) and
+its parts are set beside the times its TensorBoard events were written at: one iteration (the
+median, periodic meta-tests left out), one periodic meta-test (the median), the final meta-test
+and Meta-World's meta-test on training tasks, and the whole run, periodic meta-tests included.
+
+    .venv/bin/python scripts/plan_check.py --runs RUN [RUN ...] [--calibration FILE]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from metabench.harness.calibration import CalibrationCache, predict_cells
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from metabench.cli import build_parser
+from metabench.harness.calibration import (
+    CalibrationCache,
+    cell_plan,
+    default_cache,
+    metatest_sizes,
+    predict_cells,
+)
+from metabench.harness.cells import Cell
 from metabench.harness.costs import schedule_time
 from metabench.harness.grid import plan
 
@@ -33,7 +54,13 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--runs", nargs="+", type=Path, help="finished runs to check instead")
+    parser.add_argument("--calibration", type=Path, default=default_cache())
     args = parser.parse_args()
+    if args.runs:
+        for run in args.runs:
+            check_run(run, CalibrationCache(args.calibration))
+        return
 
     folder = Path(tempfile.mkdtemp(prefix="plan-check-"))
     results = folder / "grid"
@@ -62,6 +89,46 @@ def main() -> None:
         f"{'grid, ' + str(args.cpus) + ' cores (set-up included)':<40} {predicted_grid:>12.1f} "
         f"{measured_grid:>11.1f} {predicted_grid / measured_grid:>6.2f}"
     )
+
+
+def check_run(run: Path, cache: CalibrationCache) -> None:
+    """Print ``run``'s predicted and measured parts (see the module doc)."""
+    result = json.loads((run / "result.json").read_text())
+    args = build_parser().parse_args(shlex.split(result["command"])[1:])
+    cell = Cell(args.benchmark, args.algorithm, args.seed, args.steps, tuple(args.overrides), run,
+                args.cpus or os.cpu_count() or 1, args.device)  # fmt: skip
+    [(times, cost)] = predict_cells([cell], cache)
+    run_plan = cell_plan(cell)
+    periodic_tasks = len(run_plan.config.get("periodic_test_tasks") or run_plan.test_tasks)
+    periodic_metatests = cost.iterations // args.eval_every if args.eval_every else 0
+    test_tasks, *train_tasks = metatest_sizes(run_plan)
+
+    events = EventAccumulator(str(run / "tensorboard" / "metabench"), {"scalars": 0})
+    events.Reload()
+    trained = {e.step: e.wall_time for e in events.Scalars("metatrain/average_return")}
+    periodic = {e.step: e.wall_time for e in events.Scalars("periodic_metatest/test_return")}
+    [tested] = [e.wall_time for e in events.Scalars("metatest/test_return")]
+    steps = sorted(trained)
+    iterations = [
+        trained[b] - trained[a] for a, b in itertools.pairwise(steps) if a not in periodic
+    ]
+    last = max(trained[steps[-1]], periodic.get(steps[-1], 0.0))
+    rows = [
+        ("one iteration (median)", times.iteration_s, statistics.median(iterations)),
+        (f"periodic meta-test, {periodic_tasks} tasks (median)", times.metatest_s(periodic_tasks),
+         statistics.median(periodic[s] - trained[s] for s in periodic) if periodic else None),
+        (f"final meta-test, {test_tasks} tasks", times.metatest_s(test_tasks), tested - last),
+        (f"meta-test on training tasks, {sum(train_tasks)} tasks",
+         times.metatest_s(sum(train_tasks)), (run / "result.json").stat().st_mtime - tested),
+        ("whole run (wall_time_s)",
+         cost.train_s + cost.metatest_s + periodic_metatests * times.metatest_s(periodic_tasks),
+         result["wall_time_s"]),
+    ]  # fmt: skip
+    print(f"{run}: {cost.iterations} iterations, {periodic_metatests} periodic meta-tests")
+    print(f"{'part':<44} {'predicted s':>12} {'measured s':>11} {'ratio':>6}")
+    for name, predicted, measured in rows:
+        shown = f"{measured:>11.1f} {predicted / measured:>6.2f}" if measured else f"{'-':>11}"
+        print(f"{name:<44} {predicted:>12.1f} {shown}")
 
 
 if __name__ == "__main__":

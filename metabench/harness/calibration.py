@@ -1,6 +1,7 @@
 """A short calibration of this machine for :mod:`metabench.harness.costs`: for one grid cell's
 benchmark, algorithm, settings, cores and device, the time to build the run, one training
-iteration, one meta-test task, and the benchmark's env-only step rate on one core.
+iteration, a meta-test's fixed and per-task costs (from two meta-tests of different sizes), and
+the benchmark's env-only step rate on one core.
 
 Each calibration runs in a fresh process, as a grid cell does: its env worker processes, torch
 threads and caches cannot leak into the next one. It trains one iteration of the real settings
@@ -28,9 +29,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from metabench._version import __version__
+from metabench.algos.base import MetaRLAlgorithm
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.cells import Cell
-from metabench.harness.costs import CellCost, CellTimes, cell_cost
+from metabench.harness.costs import CellCost, CellTimes, cell_cost, fit_metatest
 from metabench.harness.provenance import cpu_model, git_revision
 from metabench.harness.run import RunPlan, RunSettings, build_algorithm, plan_run
 
@@ -61,9 +64,28 @@ def cell_plan(cell: Cell) -> RunPlan:
     )
 
 
-def metatest_tasks(plan: RunPlan) -> int:
-    """Tasks of the run's final meta-tests: the test tasks, plus Meta-World's training tasks."""
-    return len(plan.test_tasks) + len(plan.config.get("train_evaluation_tasks") or [])
+def metatest_sizes(plan: RunPlan) -> list[int]:
+    """Tasks of each of the run's final meta-tests: the test tasks, then Meta-World's training
+    tasks where the benchmark has them."""
+    train = len(plan.config.get("train_evaluation_tasks") or [])
+    return [len(plan.test_tasks), *([train] if train else [])]
+
+
+def calibration_tasks(plan: RunPlan) -> tuple[list[int], list[int]]:
+    """The test tasks (indices) of the calibration's two meta-tests: as many as the meta-test
+    has processes, then the periodic meta-tests' subset (as many of each class) or four times as
+    many. Both are spread over the list, which holds Meta-World's test classes one after
+    another, and their step costs differ up to 2x."""
+    n = len(plan.test_tasks)
+    processes = plan.metatest_processes or 1
+    small = spread(n, min(n, processes))
+    periodic = plan.config.get("periodic_test_tasks")
+    return small, list(periodic) if periodic else spread(n, min(n, 4 * processes))
+
+
+def spread(n: int, k: int) -> list[int]:
+    """``k`` of the indices ``0 .. n - 1``, evenly spaced, first and last included."""
+    return sorted({int(i) for i in np.linspace(0, n - 1, k).round()}) if k > 0 else []
 
 
 def calibration_key(plan: RunPlan) -> str:
@@ -72,6 +94,7 @@ def calibration_key(plan: RunPlan) -> str:
     config = plan.config
     record = {
         "cpu": cpu_model(),
+        "metabench": __version__,
         "cores": os.cpu_count(),
         "torch": torch.__version__,
         "code": git_revision(),
@@ -101,8 +124,13 @@ class CalibrationCache:
                 ) from None
 
     def get(self, key: str) -> CellTimes | None:
+        """The calibration kept under ``key``; ``None`` if there is none, or only one of an
+        earlier cost model (measured again then)."""
         entry = self.entries.get(key)
-        return None if entry is None else CellTimes(**entry["times"])
+        try:
+            return None if entry is None else CellTimes(**entry["times"])
+        except (TypeError, KeyError):
+            return None
 
     def put(self, key: str, label: str, times: CellTimes) -> None:
         self.entries[key] = {
@@ -134,17 +162,21 @@ def _calibrate_here(cell: Cell) -> CellTimes:
             start = time.perf_counter()
             algo.train(1)
             iteration_s = time.perf_counter() - start
-        processes = plan.metatest_processes
-        n_tasks = min(len(plan.test_tasks), 2 * (processes or 1))
-        evaluator = plan.evaluator(plan.test_tasks[:n_tasks])
-        start = time.perf_counter()
-        evaluator.evaluate(algo, processes=processes)
-        task_s = (time.perf_counter() - start) / n_tasks
+        small_tasks, large_tasks = calibration_tasks(plan)
+        small = (len(small_tasks), _metatest_time(plan, algo, small_tasks))
+        large = (len(large_tasks), _metatest_time(plan, algo, large_tasks))
     finally:
         close = getattr(algo, "close", None)  # MAML's env workers; SB3's envs close at exit
         if close is not None:
             close()
-    return CellTimes(setup_s, iteration_s, steps, task_s, env_rate)
+    return CellTimes(setup_s, iteration_s, steps, *fit_metatest(small, large), env_rate)
+
+
+def _metatest_time(plan: RunPlan, algo: MetaRLAlgorithm, indices: list[int]) -> float:
+    evaluator = plan.evaluator([plan.test_tasks[index] for index in indices])
+    start = time.perf_counter()
+    evaluator.evaluate(algo, processes=plan.metatest_processes)
+    return time.perf_counter() - start
 
 
 def env_only_rate(plan: RunPlan, seconds: float = ENV_ONLY_SECONDS) -> float:
@@ -194,5 +226,5 @@ def predict_cells(
                 key, f"{cell.benchmark} {cell.algorithm} cpus={cell.cpus} {cell.device}", times
             )
         measured[key] = times
-        predictions.append((times, cell_cost(times, cell.steps, metatest_tasks(plan))))
+        predictions.append((times, cell_cost(times, cell.steps, metatest_sizes(plan))))
     return predictions

@@ -2,15 +2,18 @@
 grid's on the local executor and on a Ray cluster.
 
 A run is set-up (building the algorithm and its envs), ``iterations`` training iterations of
-equal size, then the final meta-test (and Meta-World's meta-test on training tasks), whose
-tasks cost about the same each. So a cell's time is
+equal size, then the final meta-test (and Meta-World's meta-test on training tasks). A
+meta-test of ``n`` tasks costs ``metatest_fixed_s + n * task_s``: its worker processes and
+envs are built once per meta-test, and a batched meta-test steps every task's trial at once, one
+policy call per step for all of them, so its time is not proportional to ``n`` (measured on
+ML1-push: 10 tasks ~30 s, 50 tasks ~120 s). So a cell's time is
 
-    setup_s + iterations * iteration_s + (test_tasks + train_evaluation_tasks) * task_s
+    setup_s + iterations * iteration_s + sum over its meta-tests of (metatest_fixed_s + n * task_s)
 
-with the three times measured on this machine by :mod:`metabench.harness.calibration` for the
-cell's benchmark, algorithm, settings, cores and device. Checkpoints and periodic meta-tests
-are left out (a grid runs neither by default). ``scripts/plan_check.py`` sets the prediction
-beside the measured time of a real grid.
+with the times measured on this machine by :mod:`metabench.harness.calibration` for the cell's
+benchmark, algorithm, settings, cores and device. Checkpoints and periodic meta-tests are left
+out (a grid runs neither by default). ``scripts/plan_check.py`` sets the prediction beside the
+measured time of a real grid.
 
 The grid's time replays the executors' own scheduling (:class:`~metabench.harness.executors.
 LocalExecutor`: a cell starts, in grid order, as soon as its cores are free; Ray packs cells
@@ -31,8 +34,10 @@ class CellTimes:
     :param setup_s: building the algorithm and its envs.
     :param iteration_s: one training iteration.
     :param steps_per_iteration: environment steps of that iteration.
-    :param task_s: one meta-test task (exploration, adaptation and test episodes), at the
-        run's meta-test processes.
+    :param metatest_fixed_s: a meta-test's cost whatever its number of tasks (its processes and
+        envs, and for a batched meta-test the policy calls a task shares with the others).
+    :param task_s: each further meta-test task (exploration, adaptation and test episodes), at
+        the run's meta-test processes.
     :param env_steps_per_s: the benchmark's env-only step rate on one core (random actions): the
         ceiling the iteration's rate is compared with.
     """
@@ -40,8 +45,13 @@ class CellTimes:
     setup_s: float
     iteration_s: float
     steps_per_iteration: int
+    metatest_fixed_s: float
     task_s: float
     env_steps_per_s: float
+
+    def metatest_s(self, tasks: int) -> float:
+        """One meta-test of ``tasks`` tasks (none: nothing)."""
+        return self.metatest_fixed_s + tasks * self.task_s if tasks else 0.0
 
     @property
     def steps_per_s(self) -> float:
@@ -63,20 +73,35 @@ class CellCost:
         return self.setup_s + self.train_s + self.metatest_s
 
 
-def cell_cost(times: CellTimes, env_steps: int, metatest_tasks: int) -> CellCost:
+def cell_cost(times: CellTimes, env_steps: int, metatests: Sequence[int]) -> CellCost:
     """The predicted time of a run of ``env_steps`` (whole iterations only, never more, as
-    ``metabench train`` counts them) whose meta-tests cover ``metatest_tasks`` tasks."""
-    if env_steps < 0 or metatest_tasks < 0:
+    ``metabench train`` counts them) followed by meta-tests of ``metatests`` tasks each."""
+    if env_steps < 0 or any(tasks < 0 for tasks in metatests):
         raise ValueError(
-            f"env_steps and metatest_tasks must be >= 0, got {env_steps}, {metatest_tasks}"
+            f"env_steps and meta-test tasks must be >= 0, got {env_steps}, {list(metatests)}"
         )
     iterations = env_steps // times.steps_per_iteration if times.steps_per_iteration else 0
     return CellCost(
         iterations=iterations,
         setup_s=times.setup_s,
         train_s=iterations * times.iteration_s,
-        metatest_s=metatest_tasks * times.task_s,
+        metatest_s=sum(times.metatest_s(tasks) for tasks in metatests),
     )
+
+
+def fit_metatest(small: tuple[int, float], large: tuple[int, float]) -> tuple[float, float]:
+    """``(metatest_fixed_s, task_s)`` through two measured meta-tests, each ``(tasks, seconds)``.
+    Where the two cannot separate them (one size, or a larger meta-test no slower: noise), the
+    larger one's time per task, with no fixed part."""
+    (n_small, t_small), (n_large, t_large) = small, large
+    if min(n_small, n_large) < 1:
+        raise ValueError(f"meta-test sizes must be >= 1, got {n_small}, {n_large}")
+    if n_large > n_small and t_large > t_small:
+        task_s = (t_large - t_small) / (n_large - n_small)
+        fixed_s = t_small - n_small * task_s
+        if fixed_s >= 0:
+            return fixed_s, task_s
+    return 0.0, t_large / n_large
 
 
 def schedule_time(durations: Sequence[float], cpus: Sequence[int], cores: int) -> float:

@@ -13,27 +13,68 @@ from metabench.harness.calibration import (
     calibrate,
     calibration_key,
     cell_plan,
-    metatest_tasks,
+    calibration_tasks,
+    metatest_sizes,
     predict_cells,
+    spread,
 )
-from metabench.harness.costs import CellTimes, cell_cost, cluster_time, schedule_time
+from metabench.harness.costs import (
+    CellTimes,
+    cell_cost,
+    cluster_time,
+    fit_metatest,
+    schedule_time,
+)
 from metabench.harness.grid import plan
 from metabench.harness.run import build_algorithm
 
-TIMES = CellTimes(setup_s=4.0, iteration_s=10.0, steps_per_iteration=300, task_s=0.5,
-                  env_steps_per_s=1000.0)  # fmt: skip
+TIMES = CellTimes(setup_s=4.0, iteration_s=10.0, steps_per_iteration=300, metatest_fixed_s=3.0,
+                  task_s=0.5, env_steps_per_s=1000.0)  # fmt: skip
 
 
-def test_a_cell_costs_setup_whole_iterations_and_every_metatest_task():
-    cost = cell_cost(TIMES, env_steps=1000, metatest_tasks=40)
-    # 1000 steps are 3 whole iterations of 300 (metabench train never runs past the budget)
+def test_a_cell_costs_setup_whole_iterations_and_each_metatest():
+    cost = cell_cost(TIMES, env_steps=1000, metatests=[40, 10])
+    # 1000 steps are 3 whole iterations of 300 (metabench train never runs past the budget);
+    # each meta-test pays its fixed part once
     assert cost.iterations == 3
-    assert cost.total_s == pytest.approx(4.0 + 3 * 10.0 + 40 * 0.5)
+    assert cost.total_s == pytest.approx(4.0 + 3 * 10.0 + (3.0 + 40 * 0.5) + (3.0 + 10 * 0.5))
     assert TIMES.steps_per_s == pytest.approx(30.0)
-    nothing_to_train = CellTimes(1.0, 0.0, 0, 0.5, 1000.0)  # nop: no iterations, a meta-test
-    assert cell_cost(nothing_to_train, 1000, 4).total_s == pytest.approx(1.0 + 2.0)
+    assert TIMES.metatest_s(0) == 0.0  # no meta-test, no fixed part
+    nothing_to_train = CellTimes(1.0, 0.0, 0, 0.0, 0.5, 1000.0)  # nop: no iterations, a meta-test
+    assert cell_cost(nothing_to_train, 1000, [4]).total_s == pytest.approx(1.0 + 2.0)
     with pytest.raises(ValueError, match=">= 0"):
-        cell_cost(TIMES, -1, 0)
+        cell_cost(TIMES, -1, [0])
+    with pytest.raises(ValueError, match=">= 0"):
+        cell_cost(TIMES, 1000, [-1])
+
+
+def test_two_metatests_of_different_sizes_give_the_fixed_and_the_per_task_cost():
+    # 7.5 s + 2.25 s per task (about ML1-push's RL2 meta-tests on 2 cores: 10 tasks 30 s,
+    # 50 tasks 120 s) and the times of 2 and 20 tasks it gives
+    fixed, per_task = fit_metatest((2, 7.5 + 2 * 2.25), (20, 7.5 + 20 * 2.25))
+    assert (fixed, per_task) == (pytest.approx(7.5), pytest.approx(2.25))
+    # one size only, or the larger meta-test no slower (noise), or a negative fixed part:
+    # the larger one's time per task
+    assert fit_metatest((4, 10.0), (4, 12.0)) == (0.0, 3.0)
+    assert fit_metatest((2, 10.0), (20, 9.0)) == (0.0, pytest.approx(0.45))
+    assert fit_metatest((2, 1.0), (20, 40.0)) == (0.0, 2.0)
+    with pytest.raises(ValueError, match=">= 1"):
+        fit_metatest((0, 0.0), (20, 40.0))
+
+
+def test_the_calibration_metatests_spread_over_the_test_tasks(tmp_path):
+    assert spread(200, 2) == [0, 199]
+    assert spread(200, 5) == [0, 50, 100, 149, 199]
+    assert spread(3, 8) == [0, 1, 2] and spread(1, 1) == [0] and spread(5, 0) == []
+    cell = plan(["PointGoal"], ["maml-trpo"], [0], "quick", tmp_path)[0]
+    run = cell_plan(cell)
+    n, processes = len(run.test_tasks), run.metatest_processes or 1
+    assert calibration_tasks(run) == (spread(n, min(n, processes)), spread(n, min(n, 4 * processes)))
+    # a benchmark with a periodic subset (as many of each class): that subset is the larger one
+    ml10 = cell_plan(plan(["ML10"], ["rl2-ppo-metaworld"], [0], "paper", tmp_path)[0])
+    small, large = calibration_tasks(ml10)
+    assert large == ml10.config["periodic_test_tasks"] and len(large) == 20
+    assert small == spread(200, ml10.metatest_processes)
 
 
 def test_the_local_schedule_starts_cells_in_grid_order_as_their_cores_free_up():
@@ -82,6 +123,11 @@ def test_the_calibration_file_keeps_each_measurement_and_refuses_a_foreign_file(
     reread = CalibrationCache(path)
     assert reread.get("abc") == TIMES and reread.get("other") is None
     assert reread.entries["abc"]["label"] == "PointGoal nop"
+    # an entry of an earlier cost model (one time per task) is measured again, not misread
+    times = dict(reread.entries["abc"]["times"])
+    del times["metatest_fixed_s"]
+    reread.entries["abc"]["times"] = times
+    assert reread.get("abc") is None
     path.write_text(json.dumps({"something": "else"}))
     with pytest.raises(ValueError, match=r"not a metabench calibration file.*delete it"):
         CalibrationCache(path)
@@ -101,7 +147,7 @@ def test_each_setting_is_calibrated_once_and_then_read_from_the_file(tmp_path, m
     assert measured == [("maml-trpo", 0), ("nop", 0)]  # seeds 1 and 2 reuse seed 0's
     for cell, (times, cost) in zip(cells, predictions, strict=True):
         assert times == TIMES
-        assert cost == cell_cost(TIMES, cell.steps, metatest_tasks(cell_plan(cell)))
+        assert cost == cell_cost(TIMES, cell.steps, metatest_sizes(cell_plan(cell)))
     predict_cells(cells, CalibrationCache(tmp_path / "calibration.json"))
     assert len(measured) == 2  # the file's
     predict_cells(cells, cache, recalibrate=True)
@@ -115,20 +161,21 @@ def test_a_calibration_measures_the_cell_as_it_would_run(tmp_path):
     algo: MetaRLAlgorithm = build_algorithm(run.spec, run.config, None)
     assert times.steps_per_iteration == algo.steps_per_iteration > 0
     assert times.iteration_s > 0 and times.task_s > 0 and times.setup_s > 0
+    assert times.metatest_fixed_s >= 0
     assert times.env_steps_per_s > 0
 
 
 def test_plan_prints_each_cell_and_the_grid_on_each_executor(tmp_path, capsys):
     cells = plan(["PointGoal"], ["maml-trpo", "nop"], [0, 1], "quick", tmp_path / "runs")
     cache = CalibrationCache(tmp_path / "calibration.json")
-    nop_times = CellTimes(1.0, 0.0, 0, 0.25, 2000.0)
+    nop_times = CellTimes(1.0, 0.0, 0, 0.5, 0.25, 2000.0)
     for cell in cells:
         cache.put(
             calibration_key(cell_plan(cell)), "", TIMES if cell.algorithm != "nop" else nop_times
         )
     costs = [
         cell_cost(
-            TIMES if c.algorithm != "nop" else nop_times, c.steps, metatest_tasks(cell_plan(c))
+            TIMES if c.algorithm != "nop" else nop_times, c.steps, metatest_sizes(cell_plan(c))
         )
         for c in cells
     ]
