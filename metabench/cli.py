@@ -255,7 +255,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Predict each cell's wall time, and the grid's on the local executor and on N Ray "
             "nodes like this machine, from a calibration of this machine: one training "
             "iteration, two meta-tests of different sizes (a meta-test's fixed and per-task "
-            "cost) and the env-only step rate of each benchmark x algorithm, measured once (seconds to minutes each) and kept in --calibration. "
+            "cost) and the env-only step rate of each benchmark x algorithm, measured once "
+            "(seconds to minutes each) and kept in --calibration. "
             "Nothing is trained or written besides that file."
         ),
         formatter_class=DefaultsHelpFormatter,

@@ -12,8 +12,8 @@ from metabench.harness.calibration import (
     CalibrationCache,
     calibrate,
     calibration_key,
-    cell_plan,
     calibration_tasks,
+    cell_plan,
     metatest_sizes,
     predict_cells,
     spread,
@@ -69,7 +69,10 @@ def test_the_calibration_metatests_spread_over_the_test_tasks(tmp_path):
     cell = plan(["PointGoal"], ["maml-trpo"], [0], "quick", tmp_path)[0]
     run = cell_plan(cell)
     n, processes = len(run.test_tasks), run.metatest_processes or 1
-    assert calibration_tasks(run) == (spread(n, min(n, processes)), spread(n, min(n, 4 * processes)))
+    assert calibration_tasks(run) == (
+        spread(n, min(n, processes)),
+        spread(n, min(n, 4 * processes)),
+    )
     # a benchmark with a periodic subset (as many of each class): that subset is the larger one
     ml10 = cell_plan(plan(["ML10"], ["rl2-ppo-metaworld"], [0], "paper", tmp_path)[0])
     small, large = calibration_tasks(ml10)
