@@ -99,7 +99,7 @@ def check_run(run: Path, cache: CalibrationCache) -> None:
                 args.cpus or os.cpu_count() or 1, args.device)  # fmt: skip
     [(times, cost)] = predict_cells([cell], cache)
     run_plan = cell_plan(cell)
-    periodic_tasks = len(run_plan.config.get("periodic_test_tasks") or run_plan.test_tasks)
+    periodic_tasks = len(run_plan.periodic_evaluator().test_tasks)
     periodic_metatests = cost.iterations // args.eval_every if args.eval_every else 0
     test_tasks, *train_tasks = metatest_sizes(run_plan)
 
