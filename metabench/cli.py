@@ -168,14 +168,18 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="run directory (default: runs/<benchmark>-<algorithm>-seed<seed>)",
     )
-    train.add_argument(
-        "--eval-every",
-        type=int,
-        default=0,
-        help="meta-test every N iterations during training (0: only at the end); for a meta-test "
-        "every S env steps, N = S / the algorithm's steps per iteration. These meta-tests use "
-        "the benchmark's [evaluation] periodic_test_tasks when it sets them (Meta-World: a few)",
-    )
+    periodic = train.add_mutually_exclusive_group()
+    periodic.add_argument(
+        "--eval-every", type=non_negative_int, default=0, metavar="N",
+        help="meta-test every N iterations during training (0: only at the end). These "
+        "meta-tests use the benchmark's [evaluation] periodic_test_tasks when it sets them "
+        "(Meta-World: a few)",
+    )  # fmt: skip
+    periodic.add_argument(
+        "--eval-every-steps", type=non_negative_int, default=0, metavar="S",
+        help="meta-test after the first iteration at or past every S env steps instead (the "
+        "same curve points for algorithms of different iteration sizes; 0: only at the end)",
+    )  # fmt: skip
     train.add_argument(
         "--checkpoint-every", type=positive_int, default=10, help="checkpoint every N iterations"
     )
@@ -357,6 +361,11 @@ def grid_arguments(
         help="local executor: cores' worth of cells run at once (each cell's own cores are its "
         "baseline's cpus)",
     )  # fmt: skip
+    command.add_argument(
+        "--eval-every-steps", type=non_negative_int, default=0, metavar="S",
+        help="every cell's metabench train --eval-every-steps: a meta-test during training "
+        "after every S env steps, for learning curves (0: only at the end)",
+    )  # fmt: skip
 
 
 def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], list[Summary]]:
@@ -399,6 +408,7 @@ def demo_command(args: argparse.Namespace) -> None:
 
 def train_command(args: argparse.Namespace) -> None:
     from metabench.harness.run import RunSettings, recorded_command
+    from metabench.harness.schedule import MetaTestSchedule
     from metabench.harness.training import train
 
     out = args.out or Path("runs") / f"{args.benchmark}-{args.algorithm}-seed{args.seed}"
@@ -410,7 +420,7 @@ def train_command(args: argparse.Namespace) -> None:
             env_steps=args.steps,
             out=out,
             hyperparameters=dict(args.overrides),
-            eval_every=args.eval_every,
+            eval_schedule=MetaTestSchedule(args.eval_every, args.eval_every_steps),
             checkpoint_every=args.checkpoint_every,
             command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm),
             cpus=args.cpus,
@@ -426,9 +436,8 @@ def bench_command(args: argparse.Namespace) -> None:
     from metabench.harness.run import RunError, make_writable_folder
 
     console = make_console()
-    cells = plan(
-        args.benchmarks, args.algorithms, args.seeds, args.profile, args.results, args.device
-    )
+    cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, args.results,
+                 args.device, args.eval_every_steps)  # fmt: skip
     make_writable_folder(args.results, "--results")
     if args.address != "auto" and args.executor != "ray":
         raise RunError("--address is for the ray executor: add --executor ray")
@@ -453,7 +462,7 @@ def plan_command(args: argparse.Namespace) -> None:
 
     console = make_console()
     cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, Path("runs/grid"),
-                 args.device)  # fmt: skip
+                 args.device, args.eval_every_steps)  # fmt: skip
     cache = CalibrationCache(args.calibration or default_cache())
 
     def calibrating(cell: Cell) -> None:

@@ -45,6 +45,7 @@ from metabench.harness.calibration import (
 from metabench.harness.cells import Cell
 from metabench.harness.costs import schedule_time
 from metabench.harness.grid import plan
+from metabench.harness.schedule import MetaTestSchedule
 
 
 def main() -> None:
@@ -95,12 +96,13 @@ def check_run(run: Path, cache: CalibrationCache) -> None:
     """Print ``run``'s predicted and measured parts (see the module doc)."""
     result = json.loads((run / "result.json").read_text())
     args = build_parser().parse_args(shlex.split(result["command"])[1:])
+    schedule = MetaTestSchedule(args.eval_every, args.eval_every_steps)
     cell = Cell(args.benchmark, args.algorithm, args.seed, args.steps, tuple(args.overrides), run,
-                args.cpus or os.cpu_count() or 1, args.device)  # fmt: skip
+                args.cpus or os.cpu_count() or 1, args.device, schedule)  # fmt: skip
     [(times, cost)] = predict_cells([cell], cache)
     run_plan = cell_plan(cell)
     periodic_tasks = len(run_plan.periodic_evaluator().test_tasks)
-    periodic_metatests = cost.iterations // args.eval_every if args.eval_every else 0
+    periodic_metatests = schedule.count(cost.iterations, times.steps_per_iteration)
     test_tasks, *train_tasks = metatest_sizes(run_plan)
 
     events = EventAccumulator(str(run / "tensorboard" / "metabench"), {"scalars": 0})
@@ -120,9 +122,7 @@ def check_run(run: Path, cache: CalibrationCache) -> None:
         (f"final meta-test, {test_tasks} tasks", times.metatest_s(test_tasks), tested - last),
         (f"meta-test on training tasks, {sum(train_tasks)} tasks",
          times.metatest_s(sum(train_tasks)), (run / "result.json").stat().st_mtime - tested),
-        ("whole run (wall_time_s)",
-         cost.train_s + cost.metatest_s + periodic_metatests * times.metatest_s(periodic_tasks),
-         result["wall_time_s"]),
+        ("whole run (wall_time_s)", cost.train_s + cost.metatest_s, result["wall_time_s"]),
     ]  # fmt: skip
     print(f"{run}: {cost.iterations} iterations, {periodic_metatests} periodic meta-tests")
     print(f"{'part':<44} {'predicted s':>12} {'measured s':>11} {'ratio':>6}")

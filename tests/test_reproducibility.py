@@ -11,6 +11,7 @@ from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.cli import main
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, make_evaluator
+from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.training import evaluate, train
 from metabench.rng import global_rng_state
 from tests.factories import make_maml
@@ -44,7 +45,15 @@ def test_eval_every_does_not_change_the_result_of_maml(tmp_path, short_point_goa
     results = []
     for every in (0, 1):
         out = tmp_path / f"every{every}"
-        run = RunSettings(short_point_goal, "maml-trpo", 0, 320, out, overrides, eval_every=every)
+        run = RunSettings(
+            short_point_goal,
+            "maml-trpo",
+            0,
+            320,
+            out,
+            overrides,
+            eval_schedule=MetaTestSchedule(every),
+        )
         train(run)
         results.append(comparable(out / "result.json"))
     assert results[0]["iterations"] == 2
@@ -65,7 +74,11 @@ def test_evaluate_gives_the_final_metatest_of_the_run(
     if benchmark_name == "short_point_goal":  # a fixture: a short PointGoal of the test's own
         benchmark_name = request.getfixturevalue(benchmark_name)
     out = tmp_path / "run"
-    final = train(RunSettings(benchmark_name, algorithm, 0, steps, out, overrides, eval_every=1))
+    final = train(
+        RunSettings(
+            benchmark_name, algorithm, 0, steps, out, overrides, eval_schedule=MetaTestSchedule(1)
+        )
+    )
     assert evaluate(out).to_dict() == final["metatest"]
     assert "The same numbers as the run's final meta-test" in capsys.readouterr().err
     assert evaluate(out).to_dict() == final["metatest"]  # evaluating changes nothing on disk

@@ -71,6 +71,16 @@ def metatest_sizes(plan: RunPlan) -> list[int]:
     return [len(plan.test_tasks), *([train] if train else [])]
 
 
+def periodic_metatest_sizes(cell: Cell, plan: RunPlan, steps_per_iteration: int) -> list[int]:
+    """Tasks of each meta-test the cell makes during training (its ``eval_schedule``, on the
+    periodic subset of the test tasks)."""
+    if not cell.eval_schedule or not steps_per_iteration:
+        return []
+    n_iterations = cell.steps // steps_per_iteration
+    count = cell.eval_schedule.count(n_iterations, steps_per_iteration)
+    return [len(plan.periodic_evaluator().test_tasks)] * count
+
+
 def calibration_tasks(plan: RunPlan) -> tuple[list[int], list[int]]:
     """The test tasks (indices) of the calibration's two meta-tests: as many as the meta-test
     has processes, then the periodic meta-tests' subset (as many of each class) or four times as
@@ -226,5 +236,6 @@ def predict_cells(
                 key, f"{cell.benchmark} {cell.algorithm} cpus={cell.cpus} {cell.device}", times
             )
         measured[key] = times
-        predictions.append((times, cell_cost(times, cell.steps, metatest_sizes(plan))))
+        sizes = periodic_metatest_sizes(cell, plan, times.steps_per_iteration)
+        predictions.append((times, cell_cost(times, cell.steps, sizes + metatest_sizes(plan))))
     return predictions

@@ -12,11 +12,12 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from metabench.harness.atomic import atomic_write_json
+from metabench.harness.schedule import MetaTestSchedule
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,8 @@ class Cell:
     exceed."""
     device: str = "cpu"
     """Where its networks act and train (``metabench train --device``)."""
+    eval_schedule: MetaTestSchedule = field(default_factory=MetaTestSchedule)
+    """Its meta-tests during training (``metabench train --eval-every-steps``)."""
 
     @property
     def label(self) -> str:
@@ -49,6 +52,7 @@ class Cell:
         ]  # fmt: skip
         if self.device != "cpu":
             command += ["--device", self.device]
+        command += self.eval_schedule.options()
         for key, value in self.overrides:
             command += ["--set", f"{key}={json.dumps(value)}"]
         return command

@@ -11,9 +11,9 @@ ML1-push: 10 tasks ~30 s, 50 tasks ~120 s). So a cell's time is
     setup_s + iterations * iteration_s + sum over its meta-tests of (metatest_fixed_s + n * task_s)
 
 with the times measured on this machine by :mod:`metabench.harness.calibration` for the cell's
-benchmark, algorithm, settings, cores and device. Checkpoints and periodic meta-tests are left
-out (a grid runs neither by default). ``scripts/plan_check.py`` sets the prediction beside the
-measured time of a real grid.
+benchmark, algorithm, settings, cores and device; its meta-tests are the final ones and those of
+its ``--eval-every-steps`` during training. Checkpoints are left out (a few seconds each).
+``scripts/plan_check.py`` sets the prediction beside the measured time of a real grid or run.
 
 The grid's time replays the executors' own scheduling (:class:`~metabench.harness.executors.
 LocalExecutor`: a cell starts, in grid order, as soon as its cores are free; Ray packs cells

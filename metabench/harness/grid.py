@@ -21,6 +21,7 @@ from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.cells import Cell, run_cell  # noqa: F401 - the grid's cells, re-exported
 from metabench.harness.run import RunDirectory
+from metabench.harness.schedule import MetaTestSchedule
 
 if TYPE_CHECKING:
     from metabench.harness.executors import Executor
@@ -33,6 +34,7 @@ def plan(
     profile: str,
     results: Path,
     device: str = "cpu",
+    eval_every_steps: int = 0,
 ) -> list[Cell]:
     """The cells of a grid, each budget and override from the algorithm's ``[profiles.<profile>]``.
 
@@ -40,8 +42,10 @@ def plan(
     valid ones) or a bad setting (``ValueError``) stops the grid before anything runs. A name or
     seed given twice is one cell (two would train in one directory at once). Each cell runs with
     ``metabench train --cpus`` set to the cores its baseline declares, which bounds its worker
-    processes and torch threads, and on ``device`` (``metabench train --device``).
+    processes and torch threads, on ``device`` (``metabench train --device``), and meta-tests
+    after every ``eval_every_steps`` env steps (``--eval-every-steps``; 0: only at the end).
     """
+    schedule = MetaTestSchedule(env_steps=eval_every_steps)
     specs = [get_benchmark(name) for name in dict.fromkeys(benchmarks)]
     entries = [get_algorithm(name) for name in dict.fromkeys(algorithms)]
     seeds = list(dict.fromkeys(seeds))
@@ -65,6 +69,7 @@ def plan(
                         out,
                         entry.cpus_for(spec.name),
                         device,
+                        schedule,
                     )
                 )
     return cells

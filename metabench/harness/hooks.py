@@ -21,6 +21,7 @@ from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
+from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.stats import metatrain_return
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 from metabench.rng import EVALUATION
@@ -99,12 +100,12 @@ class TensorBoard(Hook):
 
 
 class PeriodicMetaTest(Hook):
-    """Every ``every`` iterations, meta-tests the run (on ``[evaluation] periodic_test_tasks``
+    """At each point of ``schedule``, meta-tests the run (on ``[evaluation] periodic_test_tasks``
     when the benchmark sets them) in evaluation streams of its own, and writes
     ``evaluations/iteration-NNNNNN.json``."""
 
-    def __init__(self, plan: RunPlan, every: int) -> None:
-        self.plan, self.every = plan, every
+    def __init__(self, plan: RunPlan, schedule: MetaTestSchedule) -> None:
+        self.plan, self.schedule = plan, schedule
         self.subset = plan.config.get("periodic_test_tasks")
         self.metatest = MetaTest(
             "periodic_metatest",
@@ -116,7 +117,7 @@ class PeriodicMetaTest(Hook):
     def after_iteration(
         self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
     ) -> bool:
-        if iteration % self.every != 0:
+        if not self.schedule.due(iteration, trainer.steps_per_iteration):
             return False
         algo = trainer.algorithm
         with algo.evaluation_streams(evaluation_seed(self.plan.config["seed"], iteration)):

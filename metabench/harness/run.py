@@ -10,7 +10,7 @@ A run directory holds::
     checkpoint.pt       the latest checkpoint (algorithm state, iteration, wall time), replaced
                         atomically every ``checkpoint_every`` iterations
     tensorboard/        meta-train and meta-test curves
-    evaluations/        a meta-test result every ``eval_every`` iterations (on the subset of the
+    evaluations/        a meta-test result at each point of ``eval_schedule`` (on the subset of the
                         test tasks that ``[evaluation] periodic_test_tasks`` asks for, if any)
     result.json         the final result with its provenance
 
@@ -43,6 +43,7 @@ from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.provenance import algorithm_record, command_environment, how_to_make_known
 from metabench.harness.resultfile import CorruptResultError, read_result
+from metabench.harness.schedule import MetaTestSchedule
 from metabench.tasks.base import Task
 from metabench.validation import check_count
 
@@ -88,7 +89,8 @@ class RunSettings:
     env_steps: int
     out: Path
     hyperparameters: dict[str, Any] = field(default_factory=dict)
-    eval_every: int = 0
+    eval_schedule: MetaTestSchedule = field(default_factory=MetaTestSchedule)
+    """When it meta-tests during training (``--eval-every``, ``--eval-every-steps``)."""
     checkpoint_every: int = 10
     command: str | None = None
     """The command line that started the run, recorded in ``result.json`` for reproduction."""

@@ -101,8 +101,8 @@ def _train_locked(
             )
         )
     hooks: list[Hook] = [NonFiniteWarning(console), TensorBoard(run.tensorboard / "metabench")]
-    if settings.eval_every:
-        hooks.append(PeriodicMetaTest(plan, settings.eval_every))
+    if settings.eval_schedule:
+        hooks.append(PeriodicMetaTest(plan, settings.eval_schedule))
     hooks += [
         StopOnInterrupt(console),
         Checkpoints(run, settings.checkpoint_every),

@@ -27,6 +27,7 @@ from metabench.harness.costs import (
 )
 from metabench.harness.grid import plan
 from metabench.harness.run import build_algorithm
+from metabench.harness.schedule import MetaTestSchedule
 
 TIMES = CellTimes(setup_s=4.0, iteration_s=10.0, steps_per_iteration=300, metatest_fixed_s=3.0,
                   task_s=0.5, env_steps_per_s=1000.0)  # fmt: skip
@@ -155,6 +156,23 @@ def test_each_setting_is_calibrated_once_and_then_read_from_the_file(tmp_path, m
     assert len(measured) == 2  # the file's
     predict_cells(cells, cache, recalibrate=True)
     assert len(measured) == 4
+
+
+def test_a_cells_meta_tests_during_training_are_in_its_cost(tmp_path, monkeypatch):
+    """ML10 RL2 at 2e7 steps (200 iterations of 1e5), --eval-every-steps 1e6: 20 meta-tests on
+    the periodic subset (20 of the 200 test goals) besides the final ones."""
+    times = replace(TIMES, steps_per_iteration=100_000)
+    monkeypatch.setattr(calibration, "calibrate", lambda cell: times)
+    (cell,) = plan(["ML10"], ["rl2-ppo-metaworld"], [0], "paper", tmp_path,
+                   eval_every_steps=1_000_000)  # fmt: skip
+    [(_, cost)] = predict_cells([cell], CalibrationCache(tmp_path / "calibration.json"))
+    final = metatest_sizes(cell_plan(cell))
+    assert cell.steps == 20_000_000 and final[0] == 200
+    expected = 4.0 + 200 * 10.0 + 20 * (3.0 + 20 * 0.5) + sum(3.0 + n * 0.5 for n in final)
+    assert cost.total_s == pytest.approx(expected)
+    without = replace(cell, eval_schedule=MetaTestSchedule())
+    [(_, cost)] = predict_cells([without], CalibrationCache(tmp_path / "calibration.json"))
+    assert cost.total_s == pytest.approx(expected - 20 * (3.0 + 20 * 0.5))
 
 
 def test_a_calibration_measures_the_cell_as_it_would_run(tmp_path):

@@ -19,6 +19,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.plots import periodic_metatests
 from metabench.harness.resultfile import collect_results, read_result
 from metabench.harness.run import RunDirectory, RunError, RunSettings
+from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.training import evaluate, train
 from tests.factories import ROOT
 
@@ -109,7 +110,7 @@ def test_budget_is_whole_iterations_never_more(tmp_path):
 
 def test_periodic_evaluations_are_written(tmp_path):
     out = tmp_path / "r"
-    train(settings(out, steps=2 * STEPS_PER_ITERATION, eval_every=1))
+    train(settings(out, steps=2 * STEPS_PER_ITERATION, eval_schedule=MetaTestSchedule(1)))
     names = sorted(p.name for p in (out / "evaluations").iterdir())
     assert names == ["iteration-000001.json", "iteration-000002.json"]
 
@@ -124,7 +125,7 @@ def test_periodic_meta_tests_on_a_subset_say_how_many_tasks_they_used(tmp_path, 
     user_specs("envs/BanditSubset.toml", text + "periodic_test_tasks = 6\n")
     out = tmp_path / "r"
     steps = 2 * 10 * 3  # two iterations of rl2-ppo's default meta-batch of 10 trials
-    train(RunSettings("BanditSubset", "rl2-ppo", 0, steps, out, eval_every=1))
+    train(RunSettings("BanditSubset", "rl2-ppo", 0, steps, out, eval_schedule=MetaTestSchedule(1)))
     result = json.loads((out / "result.json").read_text())
     config = result["config"]
     subset = config["periodic_test_tasks"]
@@ -215,7 +216,7 @@ def test_a_run_written_by_version_1_resumes_and_evaluates_as_the_same_run(tmp_pa
     its files read in version 2's form, ``metabench evaluate`` reproduces its numbers, and it
     resumes (here: its final meta-test again, from its checkpoint) to the same result."""
     out = tmp_path / "r"
-    train(settings(out, eval_every=1))
+    train(settings(out, eval_schedule=MetaTestSchedule(1)))
     original = json.loads((out / "result.json").read_text())
     periodic = [json.loads(p.read_text()) for p in sorted((out / "evaluations").glob("*.json"))]
     assert original["config"]["protocol"] == {"exploration_episodes": 2, "test_episodes": 1}
