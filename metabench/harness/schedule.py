@@ -4,7 +4,7 @@
 One rule for the trainer's :class:`~metabench.harness.hooks.PeriodicMetaTest` and for the
 planner, which counts the meta-tests a run will make before the run is built. An interval in
 environment steps is what a grid needs: RL2 and MAML take different steps per iteration, and
-Meta-World+ logs its curves against env steps.
+learning curves are drawn against env steps.
 """
 
 from __future__ import annotations
