@@ -7,8 +7,11 @@ update ``--repeats`` times, alternating, each from the same parameters, optimize
 rollout. Prints each update's best time, their ratio, and the end-to-end rate each gives with
 the rollout collection measured here.
 
+With ``--split``, ``rl2-ppo-metaworld``'s chunked update instead, in one process and split over
+the env worker (``update_processes``; ``metabench/algos/rl2/parallel_chunked_update.py``).
+
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_rl2_chunked_update.py [--episodes N]
-        [--repeats N]
+        [--repeats N] [--split]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 from profile_ml10 import build
 
 from metabench.algos.rl2.chunked_update import chunked_train
+from metabench.algos.rl2.parallel_chunked_update import parallel_chunked_train
 
 CHUNK_LENGTH, CHUNK_OVERLAP = 250, 50
 """Meta-World+'s ML10 setting (``baselines/rl2-ppo-chunked.toml``)."""
@@ -34,19 +38,49 @@ class UpdateTimes:
 
     steps: int
     collect: float
-    whole_trial: float
-    chunked: float
+    seconds: dict[str, float]
+    """Each update's best time, the reference first."""
+
+    @property
+    def ratio(self) -> float:
+        """The first update's time over the second's."""
+        (_, first), (_, second) = self.seconds.items()
+        return first / second
 
 
-def update_times(episodes: int = 10, repeats: int = 2) -> UpdateTimes:
-    """Collect one ML10 iteration of ``episodes`` per trial as ``rl2-ppo`` does and time both
-    updates on it, alternating, ``repeats`` times each (best of each)."""
-    algo, _ = build("rl2-ppo", {"episodes_per_trial": episodes})
-    model = algo.model
-    updates: dict[str, Callable[[], None]] = {
-        "whole_trial": model.train,
-        "chunked": lambda: chunked_train(model.update_context(), CHUNK_LENGTH, CHUNK_OVERLAP),
+def trial_and_chunked(model: Any) -> dict[str, Callable[[], None]]:
+    """``rl2-ppo``'s whole-trial update and the chunked one, on its rollout."""
+    return {
+        "whole-trial (rl2-ppo)": model.train,
+        "chunked (rl2-ppo-chunked)": lambda: chunked_train(
+            model.update_context(), CHUNK_LENGTH, CHUNK_OVERLAP
+        ),
     }
+
+
+def alone_and_split(model: Any) -> dict[str, Callable[[], None]]:
+    """``rl2-ppo-metaworld``'s chunked update in one process and split over the env worker."""
+    return {
+        "chunked, one process": lambda: chunked_train(
+            model.update_context(), CHUNK_LENGTH, CHUNK_OVERLAP
+        ),
+        "chunked, split": lambda: parallel_chunked_train(
+            model.update_context(), CHUNK_LENGTH, CHUNK_OVERLAP, model.update_venv,
+            model.policy_constructor(),
+        ),
+    }  # fmt: skip
+
+
+def update_times(episodes: int = 10, repeats: int = 2, split: bool = False) -> UpdateTimes:
+    """Collect one ML10 iteration of ``episodes`` per trial as ``rl2-ppo`` (``split``:
+    ``rl2-ppo-metaworld`` with ``update_processes``) does and time both updates on it,
+    alternating, ``repeats`` times each (best of each)."""
+    overrides: dict[str, Any] = {"episodes_per_trial": episodes}
+    if split:
+        overrides["update_processes"] = True
+    algo, _ = build("rl2-ppo-metaworld" if split else "rl2-ppo", overrides)
+    model = algo.model
+    updates = alone_and_split(model) if split else trial_and_chunked(model)
     seconds: dict[str, list[float]] = {name: [] for name in updates}
 
     def compare() -> None:
@@ -75,7 +109,7 @@ def update_times(episodes: int = 10, repeats: int = 2) -> UpdateTimes:
     finally:
         algo.venv.close()
     return UpdateTimes(
-        algo.steps_per_iteration, collect, min(seconds["whole_trial"]), min(seconds["chunked"])
+        algo.steps_per_iteration, collect, {name: min(times) for name, times in seconds.items()}
     )
 
 
@@ -85,19 +119,21 @@ def main() -> None:
         "--episodes", type=int, default=10, help="episodes per trial (default: the published 10)"
     )
     parser.add_argument("--repeats", type=int, default=2, help="runs of each update (default 2)")
+    parser.add_argument(
+        "--split", action="store_true",
+        help="rl2-ppo-metaworld's chunked update in one process against split over the worker",
+    )  # fmt: skip
     args = parser.parse_args()
-    times = update_times(args.episodes, args.repeats)
+    times = update_times(args.episodes, args.repeats, args.split)
     print(
         f"\nRL2-PPO update on ML10 ({times.steps:,} env steps per iteration, {args.episodes} "
         f"episodes per trial; best of {args.repeats}); rollout collection {times.collect:.1f} s"
     )
-    for name, update_s in (
-        ("whole-trial (rl2-ppo)", times.whole_trial),
-        ("chunked (rl2-ppo-chunked)", times.chunked),
-    ):
+    for name, update_s in times.seconds.items():
         rate = times.steps / (times.collect + update_s)
         print(f"  {name:<28s} {update_s:7.1f} s   end to end {rate:,.0f} env steps/s")
-    print(f"  whole-trial / chunked update time: {times.whole_trial / times.chunked:.2f}x")
+    first, second = times.seconds
+    print(f"  {first} / {second} update time: {times.ratio:.2f}x")
 
 
 if __name__ == "__main__":

@@ -64,8 +64,7 @@ def test_rl2_chunked_update_ratio(record_ratio):
     from bench_ml10 import RL2_EPISODES
     from bench_rl2_chunked_update import update_times
 
-    times = update_times(episodes=RL2_EPISODES, repeats=2)
-    ratio = times.whole_trial / times.chunked
+    ratio = update_times(episodes=RL2_EPISODES, repeats=2).ratio
     print(f"\nRL2-PPO ML10 update, whole-trial / chunked: {ratio:.2f}x")
     assert ratio >= 1.1
     record_ratio("ml10_rl2_chunked_update_vs_whole_trial", ratio, True)

@@ -19,6 +19,7 @@ else runs sb3-contrib's own update.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,10 @@ from metabench.algos.rl2.update_context import UpdateContext, UpdateStats
 if TYPE_CHECKING:
     from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
-__all__ = ["LossConstants", "parallel_train", "partial_loss"]
+__all__ = [
+    "LossConstants", "gradients_of", "parallel_train", "partial_loss", "policy_build",
+    "policy_with_parameters",
+]  # fmt: skip
 
 STATS = ("policy", "value", "entropy", "kl", "clipped")
 """The sums over a group's valid steps that :func:`partial_loss` returns besides the loss."""
@@ -142,6 +146,20 @@ def worker_gradient(
     :return: the gradient of each of ``parameters`` (``None`` where the loss does not reach it)
         and the group's sums.
     """
+    policy, named = policy_with_parameters(state, build, parameters)
+    loss, sums = partial_loss(policy, _samples(arrays), constants)
+    loss.backward()
+    return gradients_of(named, parameters), sums
+
+
+def policy_with_parameters(
+    state: dict[str, Any],
+    build: tuple[str, type[RecurrentActorCriticPolicy], dict[str, Any]],
+    parameters: dict[str, np.ndarray],
+) -> tuple[RecurrentActorCriticPolicy, dict[str, th.nn.Parameter]]:
+    """In a worker process: the training run's policy (built from ``build`` once per run and
+    kept in the worker's ``state``) in training mode, set to ``parameters`` with no gradients
+    yet, only those requiring one; and its parameters by name."""
     th.set_num_threads(1)
     key, policy_class, constructor = build
     if state.get("policy_key") != key:
@@ -155,18 +173,32 @@ def worker_gradient(
             if name in parameters:
                 parameter.copy_(th.as_tensor(parameters[name]))
             parameter.grad = None
-    loss, sums = partial_loss(policy, _samples(arrays), constants)
-    loss.backward()
-    gradients = {name: _numpy(named[name].grad) for name in parameters}
-    return gradients, sums
+    return policy, named
+
+
+def policy_build(
+    policy: RecurrentActorCriticPolicy, constructor: dict[str, Any]
+) -> tuple[str, type[RecurrentActorCriticPolicy], dict[str, Any]]:
+    """What a worker rebuilds ``policy`` from: a key naming this training run's policy, its
+    class, and ``constructor`` (the learning rate schedule is not needed there)."""
+    return (
+        f"{os.getpid()}-{id(policy)}",
+        type(policy),
+        {**constructor, "lr_schedule": _unused_schedule},
+    )
 
 
 def _unused_schedule(_: float) -> float:
     return 0.0
 
 
-def _numpy(gradient: th.Tensor | None) -> np.ndarray | None:
-    return None if gradient is None else gradient.numpy()
+def gradients_of(
+    named: dict[str, th.nn.Parameter], names: Iterable[str]
+) -> dict[str, np.ndarray | None]:
+    """In a worker process: the gradients of the parameters ``names`` as numpy arrays, for the
+    pipe (``None`` where the loss does not reach a parameter)."""
+    grads = {name: named[name].grad for name in names}
+    return {name: None if grad is None else grad.numpy() for name, grad in grads.items()}
 
 
 def parallel_train(
@@ -177,11 +209,7 @@ def parallel_train(
     keyword arguments its class was built with; the learning rate schedule is not needed)."""
     policy, clip_range, clip_range_vf = context.policy, context.clip_range, context.clip_range_vf
     trainable = {name: p for name, p in policy.named_parameters() if p.requires_grad}
-    build = (
-        f"{os.getpid()}-{id(policy)}",
-        type(policy),
-        {**constructor, "lr_schedule": _unused_schedule},
-    )
+    build = policy_build(policy, constructor)
     logs: dict[str, list[float]] = {"entropy": [], "policy": [], "value": [], "clipped": []}
     approx_kl = loss_value = float("nan")  # of the last epoch, as sb3-contrib logs them
     epochs = 0

@@ -40,6 +40,7 @@ from torch import nn
 from metabench.algos.common.baseline import LinearFeatureBaseline
 from metabench.algos.common.returns import discounted_returns, gae_advantages
 from metabench.algos.rl2.chunked_update import check_chunk_settings, chunk_starts, chunked_train
+from metabench.algos.rl2.parallel_chunked_update import parallel_chunked_train
 from metabench.algos.rl2.parallel_update import parallel_train
 from metabench.algos.rl2.update_context import UpdateContext, UpdateStats
 from metabench.data import EpisodeBatch, StepType
@@ -226,28 +227,41 @@ class RL2RecurrentPPO(RecurrentPPO):
         """sb3-contrib's update, its passes split over ``update_venv``'s processes, or the
         chunked update (``chunk_length``)."""
         buffer = self.rollout_buffer
+        split = self.update_venv is not None and self.update_venv.processes > 1
         if self.chunk_length is None and (
-            self.update_venv is None
-            or self.update_venv.processes == 1
+            not split
             or (self.batch_size or 0) < buffer.buffer_size * buffer.n_envs
             or type(buffer) is not RecurrentRolloutBuffer
         ):
             super().train()
             return
         context = self.update_context()
-        if self.chunk_length is not None:
+        if self.chunk_length is not None and split:
+            assert self.update_venv is not None
+            stats = parallel_chunked_train(
+                context,
+                self.chunk_length,
+                self.chunk_overlap,
+                self.update_venv,
+                self.policy_constructor(),
+            )
+        elif self.chunk_length is not None:
             stats = chunked_train(context, self.chunk_length, self.chunk_overlap)
         else:
             assert self.update_venv is not None
-            constructor = {
-                "observation_space": self.observation_space,
-                "action_space": self.action_space,
-                "use_sde": self.use_sde,
-                **self.policy_kwargs,
-            }  # what RecurrentPPO._setup_model builds its policy with, but the learning rate
-            stats = parallel_train(context, self.update_venv, constructor)
+            stats = parallel_train(context, self.update_venv, self.policy_constructor())
         self._n_updates += stats.epochs
         self._record_update(stats, context)
+
+    def policy_constructor(self) -> dict[str, Any]:
+        """What ``RecurrentPPO._setup_model`` builds the policy with, but the learning rate
+        schedule: how the split updates' worker processes build their copies."""
+        return {
+            "observation_space": self.observation_space,
+            "action_space": self.action_space,
+            "use_sde": self.use_sde,
+            **self.policy_kwargs,
+        }
 
     def update_context(self) -> UpdateContext:
         """Set this update's learning rate and evaluate the clip ranges, as

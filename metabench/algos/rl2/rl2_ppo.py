@@ -105,7 +105,8 @@ class RL2PPOConfig:
         False,
         "with processes: split the PPO update's passes by trials between the training process "
         "and the env workers, summing their gradients (equal to the one-process update up to "
-        "float rounding; metabench/algos/rl2/parallel_update.py)",
+        "float rounding; metabench/algos/rl2/parallel_update.py, and parallel_chunked_update.py "
+        "with chunk_length)",
         recorded_at_default=False,
     )
     chunk_length: int | None = option(
@@ -165,11 +166,6 @@ class RL2PPOConfig:
             )
         if self.chunk_length is not None:
             check_chunk_settings(self.chunk_length, self.chunk_overlap, self.value_baseline)
-            if self.update_processes:
-                raise ValueError(
-                    "update_processes=true splits the whole-trial update; the chunked update "
-                    "(chunk_length) runs in one process: set one of them to its default"
-                )
         if self.entropy_method == "max" and self.normalize_advantage:
             raise ValueError(
                 "entropy_method='max' needs normalize_advantage=False (garage refuses "

@@ -162,10 +162,6 @@ def test_steps_after_the_last_whole_chunk_do_not_change_the_update() -> None:
     [
         ({"value_baseline": "critic", "chunk_length": 30}, "value_baseline='linear'"),
         ({"chunk_length": 30, "chunk_overlap": 30}, "smaller than chunk_length"),
-        (
-            {"chunk_length": 30, "chunk_overlap": 10, "processes": True, "update_processes": True},
-            "one process",
-        ),
     ],
 )
 def test_impossible_chunk_settings_are_refused(options: dict[str, Any], message: str) -> None:
