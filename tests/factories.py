@@ -106,3 +106,38 @@ def make_maml(env: Any, sampler: Any = None, **kwargs: Any) -> MAML:
     arguments (:data:`MAML_ARGUMENTS`) and the config's fields given side by side."""
     arguments = {name: kwargs.pop(name) for name in MAML_ARGUMENTS if name in kwargs}
     return MAML(env, sampler, MAMLConfig(**kwargs), **arguments)
+
+
+def rl2_alone_and_split(cpus: int, **options: Any) -> tuple[Any, Any]:
+    """RL2-PPO on PointGoal after two iterations, its update in one process and split over the
+    env workers (``update_processes``) of ``cpus`` processes, same seed and settings."""
+    from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
+
+    runs = []
+    for split in (False, True):
+        config = RL2PPOConfig(meta_batch_size=5, processes=True, update_processes=split, **options)
+        algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=cpus)
+        algo.train(2)
+        algo.venv.close()
+        runs.append(algo)
+    return runs[0], runs[1]
+
+
+def assert_split_learns_what_alone_learns(alone: Any, split: Any, cpus: int) -> None:
+    """The split update ran on ``cpus`` processes and left the parameters where the
+    one-process update did, to float rounding, after moving them."""
+    from metabench.algos.rl2.rl2_ppo import RL2PPO
+
+    assert split.model.update_venv is not None and split.model.update_venv.processes == cpus
+    assert alone.model.update_venv is None
+    moved = False
+    for before, a, b in zip(
+        policy_parameters(RL2PPO("metabench/PointGoal-v0", config=alone.config, seed=5)),
+        policy_parameters(alone),
+        policy_parameters(split),
+        strict=True,
+    ):
+        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
+        moved |= not torch.equal(a, before)
+    assert moved, "the updates changed nothing: the comparison would prove nothing"
+    assert split.model._n_updates == alone.model._n_updates == 2 * alone.config.n_epochs

@@ -24,7 +24,7 @@ from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
 from metabench.algos.rl2.update_context import UpdateContext, UpdateStats
 
-__all__ = ["check_chunk_settings", "chunk_starts", "chunked_train"]
+__all__ = ["check_chunk_settings", "chunk_starts", "chunked_stats", "chunked_train"]
 
 State = tuple[th.Tensor, th.Tensor]
 
@@ -156,12 +156,21 @@ def chunked_train(context: UpdateContext, chunk_length: int, overlap: int) -> Up
             th.nn.utils.clip_grad_norm_(policy.parameters(), context.max_grad_norm)
             policy.optimizer.step()
         approx_kl = float(np.mean(kls))  # of the last epoch, as sb3-contrib logs it
+    return chunked_stats(context.n_epochs, logs, approx_kl, loss_value)
+
+
+def chunked_stats(
+    epochs: int, logs: dict[str, list[float]], approx_kl: float, loss: float
+) -> UpdateStats:
+    """sb3-contrib's numbers of a chunked update from each chunk step's ``entropy``, ``policy``
+    and ``clipped`` terms, the last epoch's mean KL and the last step's loss (``value`` is 0:
+    no critic)."""
     return UpdateStats(
-        epochs=context.n_epochs,
+        epochs=epochs,
         entropy=float(np.mean(logs["entropy"])),
         policy=float(np.mean(logs["policy"])),
         value=0.0,
         approx_kl=approx_kl,
         clip_fraction=float(np.mean(logs["clipped"])),
-        loss=loss_value,
+        loss=loss,
     )

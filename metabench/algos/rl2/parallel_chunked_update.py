@@ -22,8 +22,13 @@ import numpy as np
 import torch as th
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 
-from metabench.algos.rl2.chunked_update import State, chunk_pass, chunk_starts
-from metabench.algos.rl2.parallel_update import gradients_of, policy_build, policy_with_parameters
+from metabench.algos.rl2.chunked_update import State, chunk_pass, chunk_starts, chunked_stats
+from metabench.algos.rl2.parallel_update import (
+    add_gradients,
+    gradients_of,
+    policy_build,
+    policy_with_parameters,
+)
 from metabench.algos.rl2.update_context import UpdateContext, UpdateStats
 
 if TYPE_CHECKING:
@@ -175,14 +180,7 @@ def parallel_chunked_train(
             loss.backward()
             for w in workers:
                 gradients, worker_sums = venv.run_wait(w)
-                for name, parameter in trainable.items():
-                    if gradients[name] is None:
-                        continue
-                    gradient = th.as_tensor(gradients[name])
-                    if parameter.grad is None:
-                        parameter.grad = gradient.clone()
-                    else:
-                        parameter.grad += gradient
+                add_gradients(trainable, gradients)
                 sums = {key: sums[key] + worker_sums[key] for key in SUMS}
             count = constants.count
             kls.append(sums["kl"] / count)
@@ -193,12 +191,4 @@ def parallel_chunked_train(
             th.nn.utils.clip_grad_norm_(policy.parameters(), context.max_grad_norm)
             policy.optimizer.step()
         approx_kl = float(np.mean(kls))
-    return UpdateStats(
-        epochs=context.n_epochs,
-        entropy=float(np.mean(logs["entropy"])),
-        policy=float(np.mean(logs["policy"])),
-        value=0.0,
-        approx_kl=approx_kl,
-        clip_fraction=float(np.mean(logs["clipped"])),
-        loss=loss_value,
-    )
+    return chunked_stats(context.n_epochs, logs, approx_kl, loss_value)

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
 __all__ = [
-    "LossConstants", "gradients_of", "parallel_train", "partial_loss", "policy_build",
-    "policy_with_parameters",
+    "LossConstants", "add_gradients", "gradients_of", "parallel_train", "partial_loss",
+    "policy_build", "policy_with_parameters",
 ]  # fmt: skip
 
 STATS = ("policy", "value", "entropy", "kl", "clipped")
@@ -176,6 +176,20 @@ def policy_with_parameters(
     return policy, named
 
 
+def add_gradients(
+    trainable: dict[str, th.nn.Parameter], gradients: dict[str, np.ndarray | None]
+) -> None:
+    """Add a worker's :func:`gradients_of` to the training process's own."""
+    for name, parameter in trainable.items():
+        if gradients[name] is None:
+            continue
+        gradient = th.as_tensor(gradients[name])
+        if parameter.grad is None:
+            parameter.grad = gradient.clone()
+        else:
+            parameter.grad += gradient
+
+
 def policy_build(
     policy: RecurrentActorCriticPolicy, constructor: dict[str, Any]
 ) -> tuple[str, type[RecurrentActorCriticPolicy], dict[str, Any]]:
@@ -235,14 +249,7 @@ def parallel_train(
         loss.backward()
         for w in range(venv.processes - 1):
             gradients, worker_sums = venv.run_wait(w)
-            for name, parameter in trainable.items():
-                if gradients[name] is None:
-                    continue
-                gradient = th.as_tensor(gradients[name])
-                if parameter.grad is None:
-                    parameter.grad = gradient.clone()
-                else:
-                    parameter.grad += gradient
+            add_gradients(trainable, gradients)
             sums = {key: sums[key] + worker_sums[key] for key in STATS}
         count = constants.count
         logs["policy"].append(sums["policy"] / count)

@@ -3,8 +3,6 @@ float rounding (``metabench/algos/rl2/parallel_chunked_update.py``)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 import torch
@@ -12,7 +10,7 @@ import torch
 from metabench.algos.rl2.chunked_update import chunk_pass
 from metabench.algos.rl2.parallel_chunked_update import ChunkConstants, group_chunk_loss
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
-from tests.factories import policy_parameters
+from tests.factories import assert_split_learns_what_alone_learns, rl2_alone_and_split
 
 # rl2-ppo-metaworld's network and update on PointGoal (trials of 4 x 20 steps), small
 PARITY = {
@@ -24,36 +22,13 @@ PARITY = {
 }  # fmt: skip
 
 
-def train(update_processes: bool, cpus: int, **options: Any) -> RL2PPO:
-    config = RL2PPOConfig(
-        meta_batch_size=5, processes=True, update_processes=update_processes, **options
-    )
-    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=cpus)
-    algo.train(2)
-    algo.venv.close()
-    return algo
-
-
 @pytest.mark.parametrize("normalize_advantage", [False, True])
 @pytest.mark.parametrize("cpus", [2, 3])
 def test_split_chunked_update_learns_what_the_one_process_update_learns(
     cpus: int, normalize_advantage: bool
 ) -> None:
-    options = {**PARITY, "normalize_advantage": normalize_advantage}
-    alone, split = train(False, cpus, **options), train(True, cpus, **options)
-    assert split.model.update_venv is not None and split.model.update_venv.processes == cpus
-    assert alone.model.update_venv is None
-    moved = False
-    for before, a, b in zip(
-        policy_parameters(RL2PPO("metabench/PointGoal-v0", config=alone.config, seed=5)),
-        policy_parameters(alone),
-        policy_parameters(split),
-        strict=True,
-    ):
-        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
-        moved |= not torch.equal(a, before)
-    assert moved, "the updates changed nothing: the comparison would prove nothing"
-    assert split.model._n_updates == alone.model._n_updates == 2 * alone.config.n_epochs
+    alone, split = rl2_alone_and_split(cpus, **PARITY, normalize_advantage=normalize_advantage)
+    assert_split_learns_what_alone_learns(alone, split, cpus)
 
 
 def test_group_losses_add_up_to_the_chunk_loss_and_gradient_and_carry_each_groups_state() -> None:

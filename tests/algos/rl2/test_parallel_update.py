@@ -9,7 +9,7 @@ import torch
 
 from metabench.algos.rl2.parallel_update import LossConstants, partial_loss
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
-from tests.factories import ROOT, policy_parameters
+from tests.factories import ROOT, assert_split_learns_what_alone_learns, rl2_alone_and_split
 
 CONFIGS = {
     # garage's: linear baseline, entropy added to the rewards, no critic
@@ -26,38 +26,11 @@ CONFIGS = {
 }
 
 
-def train(update_processes: bool, cpus: int, **options: object) -> RL2PPO:
-    config = RL2PPOConfig(
-        meta_batch_size=5,
-        hidden_size=16,
-        processes=True,
-        update_processes=update_processes,
-        **options,  # type: ignore[arg-type]
-    )
-    algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=cpus)
-    algo.train(2)
-    algo.venv.close()
-    return algo
-
-
 @pytest.mark.parametrize("name", list(CONFIGS))
 @pytest.mark.parametrize("cpus", [2, 3])
 def test_split_update_learns_what_the_one_process_update_learns(name: str, cpus: int) -> None:
-    options = CONFIGS[name]
-    alone, split = train(False, cpus, **options), train(True, cpus, **options)
-    assert split.model.update_venv is not None and split.model.update_venv.processes == cpus
-    assert alone.model.update_venv is None
-    moved = False
-    for before, a, b in zip(
-        policy_parameters(RL2PPO("metabench/PointGoal-v0", config=alone.config, seed=5)),
-        policy_parameters(alone),
-        policy_parameters(split),
-        strict=True,
-    ):
-        torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-6)
-        moved |= not torch.equal(a, before)
-    assert moved, "the updates changed nothing: the comparison would prove nothing"
-    assert split.model._n_updates == alone.model._n_updates == 2 * alone.config.n_epochs
+    alone, split = rl2_alone_and_split(cpus, hidden_size=16, **CONFIGS[name])
+    assert_split_learns_what_alone_learns(alone, split, cpus)
 
 
 def test_partial_losses_add_up_to_the_whole_batch_loss_and_gradient() -> None:
