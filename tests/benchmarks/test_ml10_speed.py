@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.bench_ml10 import measure
+from scripts.bench_ml10 import RL2_EPISODES, lean_step_ratio, measure, split_update_ratio
+from scripts.bench_rl2_chunked_update import update_times
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.metaworld]
 
@@ -39,8 +40,6 @@ def test_ml10_throughput_ratios(record_ratio):
 def test_metaworld_lean_step_ratio(record_ratio):
     """metabench's lean Meta-World step against Meta-World's own, env-only on every core,
     interleaved rounds (about 1.6x on the ML10 training classes, ``docs/speed.md``)."""
-    from bench_ml10 import lean_step_ratio
-
     ratio = lean_step_ratio(rounds=3)
     print(f"\nlean / Meta-World env-only step rate on every core: {ratio:.2f}x")
     assert ratio >= 1.2
@@ -50,8 +49,6 @@ def test_metaworld_lean_step_ratio(record_ratio):
 def test_rl2_split_update_ratio(record_ratio):
     """RL2-PPO's ML10 update split over the env worker (update_processes) against one process,
     on the same rollout, interleaved (about 1.35x on 2 cores)."""
-    from bench_ml10 import split_update_ratio
-
     ratio = split_update_ratio(rounds=2)
     print(f"\nRL2-PPO ML10 update, split over 2 processes / one process: {ratio:.2f}x")
     assert ratio >= 1.1
@@ -61,10 +58,17 @@ def test_rl2_split_update_ratio(record_ratio):
 def test_rl2_chunked_update_ratio(record_ratio):
     """Meta-World+'s chunked RL2-PPO update (rl2-ppo-chunked) against the whole-trial one
     (rl2-ppo) on the same shortened rollout, interleaved (2 episodes per trial: 4 chunks)."""
-    from bench_ml10 import RL2_EPISODES
-    from bench_rl2_chunked_update import update_times
-
     ratio = update_times(episodes=RL2_EPISODES, repeats=2).ratio
     print(f"\nRL2-PPO ML10 update, whole-trial / chunked: {ratio:.2f}x")
     assert ratio >= 1.1
     record_ratio("ml10_rl2_chunked_update_vs_whole_trial", ratio, True)
+
+
+def test_rl2_split_chunked_update_ratio(record_ratio):
+    """rl2-ppo-metaworld's chunked update split over the env worker (update_processes with
+    chunk_length) against one process, on the same shortened rollout, interleaved (1.53-1.55x
+    shortened, 1.42x at full size, on idle 2 cores, ``docs/speed.md``)."""
+    ratio = update_times(episodes=RL2_EPISODES, repeats=2, split=True).ratio
+    print(f"\nrl2-ppo-metaworld ML10 chunked update, one process / split over 2: {ratio:.2f}x")
+    assert ratio >= 1.1
+    record_ratio("ml10_rl2_split_chunked_update_vs_one_process", ratio, True)
