@@ -227,29 +227,26 @@ class RL2RecurrentPPO(RecurrentPPO):
         """sb3-contrib's update, its passes split over ``update_venv``'s processes, or the
         chunked update (``chunk_length``)."""
         buffer = self.rollout_buffer
-        split = self.update_venv is not None and self.update_venv.processes > 1
+        venv = self.update_venv
+        if venv is not None and venv.processes == 1:
+            venv = None
         if self.chunk_length is None and (
-            not split
+            venv is None
             or (self.batch_size or 0) < buffer.buffer_size * buffer.n_envs
             or type(buffer) is not RecurrentRolloutBuffer
         ):
             super().train()
             return
         context = self.update_context()
-        if self.chunk_length is not None and split:
-            assert self.update_venv is not None
+        if self.chunk_length is None:
+            assert venv is not None  # the return above leaves only the split whole-trial update
+            stats = parallel_train(context, venv, self.policy_constructor())
+        elif venv is not None:
             stats = parallel_chunked_train(
-                context,
-                self.chunk_length,
-                self.chunk_overlap,
-                self.update_venv,
-                self.policy_constructor(),
+                context, self.chunk_length, self.chunk_overlap, venv, self.policy_constructor()
             )
-        elif self.chunk_length is not None:
-            stats = chunked_train(context, self.chunk_length, self.chunk_overlap)
         else:
-            assert self.update_venv is not None
-            stats = parallel_train(context, self.update_venv, self.policy_constructor())
+            stats = chunked_train(context, self.chunk_length, self.chunk_overlap)
         self._n_updates += stats.epochs
         self._record_update(stats, context)
 
