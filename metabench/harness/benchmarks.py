@@ -104,8 +104,10 @@ class BenchmarkSpec:
         kwargs = dict(self.env_kwargs if self.test_env_kwargs is None else self.test_env_kwargs)
         if self.metaworld is not None:
             kwargs["seed"] = seed
+        # .unwrapped drops Gymnasium's wrappers, so its checker would check nothing; it would only
+        # warn about Meta-World's zeroed goal (equal bounds) in every run's log
         try:
-            return gym.make(self.env_id, **kwargs).unwrapped
+            return gym.make(self.env_id, disable_env_checker=True, **kwargs).unwrapped
         except (TypeError, ValueError) as error:
             if isinstance(error, SpecError):
                 raise
@@ -198,7 +200,9 @@ class BenchmarkSpec:
         """A fresh task env of the training split (to meta-test on training tasks)."""
         import gymnasium as gym
 
-        return gym.make(self.env_id, **self.train_env_kwargs(seed)).unwrapped
+        return gym.make(
+            self.env_id, disable_env_checker=True, **self.train_env_kwargs(seed)
+        ).unwrapped
 
     def with_env_kwargs(self, extra: dict[str, Any]) -> BenchmarkSpec:
         """This benchmark with ``extra`` task env kwargs for training and meta-test alike (an

@@ -9,6 +9,7 @@ iteration's evaluation file, so that resuming from it never skips one.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,7 +23,7 @@ from metabench.harness.atomic import atomic_write_json
 from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
 from metabench.harness.schedule import MetaTestSchedule
-from metabench.harness.stats import metatrain_return
+from metabench.harness.stats import format_duration, metatrain_return
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 from metabench.rng import EVALUATION
 
@@ -180,14 +181,25 @@ class Checkpoints(Hook):
 
 
 class ProgressBar(Hook):
-    """Iterations done, time left and the latest meta-train return; then which final meta-test
-    runs."""
+    """Iterations done, time left and the latest meta-train return; a line for each periodic
+    meta-test; then which final meta-test runs.
 
-    def __init__(self, console: Console, description: str) -> None:
+    In a terminal this is a live bar. Elsewhere (a run under ``nohup`` or a batch scheduler,
+    whose log a bar never reaches) it prints the same as a line at most every ``line_every_s``
+    seconds, and after the last iteration, so that a log of a run of hours shows how far it is.
+    """
+
+    def __init__(self, console: Console, description: str, line_every_s: float = 300.0) -> None:
         self.console, self.description = console, description
+        self.line_every_s = line_every_s
         self._stack = ExitStack()
 
     def on_start(self, trainer: MetaTrainer) -> None:
+        self.live = self.console.is_terminal
+        self.start_iteration, self.start_time = trainer.iteration, time.monotonic()
+        self.last_line = -math.inf
+        if not self.live:
+            return
         self.progress = self._stack.enter_context(
             Progress(
                 TextColumn("{task.description}"),
@@ -210,13 +222,49 @@ class ProgressBar(Hook):
     ) -> bool:
         average = metatrain_return(stats)
         info = "" if average is None else f"meta-train return {average:.2f}"
-        self.progress.update(self.bar, completed=iteration, info=info)
+        if self.live:
+            self.progress.update(self.bar, completed=iteration, info=info)
+            return False
+        now = time.monotonic()
+        if now - self.last_line >= self.line_every_s or iteration == trainer.n_iterations:
+            self.last_line = now
+            per_iteration = (now - self.start_time) / max(iteration - self.start_iteration, 1)
+            left = per_iteration * (trainer.n_iterations - iteration)
+            self._print(
+                f"iteration {iteration}/{trainer.n_iterations}, {trainer.env_steps:,} env steps, "
+                f"{per_iteration:.1f} s per iteration, {format_duration(left)} left"
+                + (f", {info}" if info else "")
+            )
         return False
 
     def before_metatest(self, trainer: MetaTrainer, metatest: MetaTest) -> None:
-        if metatest.description is not None:
+        if metatest.description is None:
+            return
+        if self.live:
             completed = max(trainer.n_iterations, 1)
             self.progress.update(self.bar, description=metatest.description, completed=completed)
+        else:
+            self._print(metatest.description)
+
+    def after_metatest(
+        self, trainer: MetaTrainer, metatest: MetaTest, result: MetaTestResult
+    ) -> None:
+        """One line per meta-test during training (the final ones print their tables)."""
+        if metatest.description is not None:
+            return
+        success = result.test_episode_success_rate
+        count = result.metaworld
+        self._print(
+            f"meta-test at iteration {trainer.iteration} ({trainer.env_steps:,} env steps, "
+            f"{result.n_tasks} test tasks): test return {result.test_return:.2f}"
+            + ("" if success is None else f", success {success:.2f}")
+            + ("" if count is None else f", Meta-World's count {count.success_rate:.2f}")
+        )
+
+    def _print(self, text: str) -> None:
+        self.console.print(
+            f"{self.description}: {text}", markup=False, highlight=False, soft_wrap=True
+        )
 
     def on_end(self, trainer: MetaTrainer) -> None:
         self._stack.close()

@@ -12,7 +12,7 @@ from rich.table import Table
 from metabench.evaluation import MetaTestResult
 from metabench.harness.cells import Cell
 from metabench.harness.costs import CellCost, CellTimes
-from metabench.harness.stats import Interval, Summary, format_number
+from metabench.harness.stats import Interval, Summary, format_duration, format_number
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -192,10 +192,6 @@ def plan_table(
             f"{times.steps_per_s:,.0f}",
             f"{times.steps_per_s / ceiling:.2f}" if ceiling > 0 and cost.iterations else "-",
             f"{cost.metatest_s / 60:.1f} min",
-            _duration(cost.total_s),
+            format_duration(cost.total_s),
         )
     return table
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"

@@ -759,6 +759,11 @@ def format_number(value: float | None, digits: int = 2) -> str:
     return f"{value:.{digits}f}"
 
 
+def format_duration(seconds: float) -> str:
+    """Minutes below an hour, hours above."""
+    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
 def _interval(interval: Interval | None, digits: int) -> str:
     if interval is None or not math.isfinite(interval.mean):
         return "n/a"

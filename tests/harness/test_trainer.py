@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import io
 import signal
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from rich.console import Console
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.harness.hooks import Checkpoints, StopOnInterrupt
+from metabench.harness import hooks
+from metabench.harness.hooks import Checkpoints, ProgressBar, StopOnInterrupt
 from metabench.harness.run import RunDirectory
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 
@@ -181,3 +183,74 @@ def test_ctrl_c_stops_after_the_iteration_with_a_checkpoint_then_interrupts(tmp_
     assert algo.count == 2 and run.saved == [2]
     assert "stopping after this iteration" in output.getvalue()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+class FakeClock:
+    """``time.monotonic`` advancing ``tick`` seconds per call."""
+
+    def __init__(self, tick: float) -> None:
+        self.now, self.tick = 0.0, tick
+
+    def __call__(self) -> float:
+        self.now += self.tick
+        return self.now - self.tick
+
+
+class ResultEvaluator:
+    """Stands in for a MetaEvaluator whose result carries the figures a progress line shows."""
+
+    def evaluate(self, algo: Counter, processes: int | None = None) -> Any:
+        count = SimpleNamespace(success_rate=0.5)
+        return SimpleNamespace(
+            n_tasks=4,
+            test_return=float(algo.count),
+            test_episode_success_rate=0.25,
+            metaworld=count,
+        )
+
+
+class MetaTestAt(Hook):
+    """A meta-test during training (no description, as ``PeriodicMetaTest``'s) at ``iteration``."""
+
+    def __init__(self, iteration: int) -> None:
+        self.iteration = iteration
+
+    def after_iteration(self, trainer: MetaTrainer, iteration: int, stats: Any) -> bool:
+        if iteration == self.iteration:
+            trainer.metatest(MetaTest("periodic_metatest", ResultEvaluator()))
+        return False
+
+
+def test_a_log_gets_progress_lines_spaced_in_time_and_one_per_meta_test(monkeypatch):
+    """Outside a terminal: a line when ``line_every_s`` has passed since the last one and after
+    the last iteration, its time per iteration counted from the resume."""
+    monkeypatch.setattr(hooks.time, "monotonic", FakeClock(tick=10.0))  # 10 s per iteration
+    output = io.StringIO()
+    trainer = MetaTrainer(Counter(), 8)
+    trainer.resume({"iteration": 2, "algorithm": {"count": 2}, "wall_time": 0.0, "metatrain": {}})
+    console = Console(file=output, width=80, force_terminal=False)
+    bar = ProgressBar(console, "Toy counter seed 0", line_every_s=25.0)
+    trainer.run(
+        [MetaTestAt(4), bar], [MetaTest("metatest", ResultEvaluator(), None, "meta-testing")]
+    )
+    # clock: start 0; iterations 3..8 at 10..60 s; lines at 10 (first), 40 (30 s after), 60 (last)
+    assert output.getvalue().splitlines() == [
+        "Toy counter seed 0: iteration 3/8, 30 env steps, 10.0 s per iteration, 0.8 min left, "
+        "meta-train return 3.00",
+        "Toy counter seed 0: meta-test at iteration 4 (40 env steps, 4 test tasks): test return "
+        "4.00, success 0.25, Meta-World's count 0.50",
+        "Toy counter seed 0: iteration 6/8, 60 env steps, 10.0 s per iteration, 0.3 min left, "
+        "meta-train return 6.00",
+        "Toy counter seed 0: iteration 8/8, 80 env steps, 10.0 s per iteration, 0.0 min left, "
+        "meta-train return 8.00",
+        "Toy counter seed 0: meta-testing",
+    ]
+
+
+def test_a_terminal_gets_a_bar_and_the_meta_test_lines_but_no_progress_lines():
+    output = io.StringIO()
+    console = Console(file=output, width=200, force_terminal=True)
+    MetaTrainer(Counter(), 5).run([MetaTestAt(2), ProgressBar(console, "Toy seed 0", 0.0)])
+    text = output.getvalue()
+    assert "Toy seed 0: meta-test at iteration 2 (20 env steps, 4 test tasks)" in text
+    assert "5/5" in text and "s per iteration" not in text

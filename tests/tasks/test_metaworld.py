@@ -465,3 +465,21 @@ def test_ml1_training_tasks_are_the_train_goals_and_test_tasks_the_test_goals(se
     assert goals(spec.make_test_env(seed).tasks) == test
     env.close()
     training.close()
+
+
+def test_the_envs_metabench_makes_for_itself_skip_gymnasiums_checker_whose_warning_is_noise():
+    """Meta-World's ML observation holds the goal zeroed, with equal bounds, and Gymnasium's
+    passive checker warns about that whenever ``gymnasium.make`` builds the env. metabench's own
+    envs drop Gymnasium's wrappers (``.unwrapped``), so their checker would check nothing and only
+    repeat the warning in every run's log; a user's ``gymnasium.make`` still checks."""
+    import warnings
+
+    from metabench.harness.benchmarks import get_benchmark
+
+    spec = get_benchmark("ML1-reach")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        envs = [spec.make_test_env(0), spec.make_train_env(0)]
+    assert all(env is env.unwrapped for env in envs)
+    with pytest.warns(UserWarning, match="maximum and minimum values are equal"):
+        gym.make(spec.env_id, **spec.train_env_kwargs(0))

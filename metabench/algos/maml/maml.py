@@ -189,7 +189,9 @@ class MAML(MetaRLAlgorithm):
 
         # One task env of our own, for its task distribution (the sub-envs may be in processes).
         task_env: Any = (
-            env(**env_kwargs) if callable(env) else gym.make(env, **env_kwargs).unwrapped
+            env(**env_kwargs)
+            if callable(env)
+            else gym.make(env, disable_env_checker=True, **env_kwargs).unwrapped
         )
         sampler = ordered_sampler(sampler, config.train_task_order, self.seed)
         if sampler is None:

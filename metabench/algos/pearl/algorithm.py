@@ -127,7 +127,9 @@ class PEARL(MetaRLAlgorithm):
         self.device = resolve_device(device)
         env_kwargs = dict(env_kwargs or {})
         task_env: Any = (
-            env(**env_kwargs) if callable(env) else gym.make(env, **env_kwargs).unwrapped
+            env(**env_kwargs)
+            if callable(env)
+            else gym.make(env, disable_env_checker=True, **env_kwargs).unwrapped
         )
         self.env = rescale_actions(task_env)
         observation_space, action_space = self.env.observation_space, self.env.action_space
