@@ -9,6 +9,7 @@ made. Order enforcing is off because the envs raise their own, more specific
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -62,6 +63,16 @@ def make_rl2_env(
     task_env = load_env_creator(task_entry_point)(**task_kwargs)
     assert isinstance(task_env, gym.Env), f"{task_entry_point} did not build a gymnasium.Env"
     return RL2Env(Trial(task_env, episodes_per_trial, sampler=sampler), reward_scale=reward_scale)
+
+
+def make_task_env(env: str | Callable[..., gym.Env[Any, Any]], **kwargs: Any) -> Any:
+    """The bare task env of a registered id (or ``env(**kwargs)`` for a callable): metabench steps
+    task envs without Gymnasium's wrappers, so it skips their passive checker too, which would
+    check nothing and only warn, in every run's log, about Meta-World's zeroed goal (equal bounds).
+    A user's own ``gymnasium.make`` still checks."""
+    if callable(env):
+        return env(**kwargs)
+    return gym.make(env, disable_env_checker=True, **kwargs).unwrapped
 
 
 def make_rl2_vector_env(num_envs: int, **kwargs: Any) -> gym.vector.SyncVectorEnv:

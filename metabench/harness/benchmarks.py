@@ -28,6 +28,7 @@ from metabench.harness.specfiles import (
     find_line,
     read_specs,
 )
+from metabench.registration import make_task_env
 from metabench.rng import PERIODIC_TASKS, TEST_TASKS, TRAIN_EVALUATION_TASKS
 from metabench.tasks.base import Task, TaskSampler
 
@@ -99,15 +100,11 @@ class BenchmarkSpec:
 
     def make_test_env(self, seed: int) -> Any:
         """A fresh task env for meta-testing."""
-        import gymnasium as gym
-
         kwargs = dict(self.env_kwargs if self.test_env_kwargs is None else self.test_env_kwargs)
         if self.metaworld is not None:
             kwargs["seed"] = seed
-        # .unwrapped drops Gymnasium's wrappers, so its checker would check nothing; it would only
-        # warn about Meta-World's zeroed goal (equal bounds) in every run's log
         try:
-            return gym.make(self.env_id, disable_env_checker=True, **kwargs).unwrapped
+            return make_task_env(self.env_id, **kwargs)
         except (TypeError, ValueError) as error:
             if isinstance(error, SpecError):
                 raise
@@ -198,11 +195,7 @@ class BenchmarkSpec:
 
     def make_train_env(self, seed: int) -> Any:
         """A fresh task env of the training split (to meta-test on training tasks)."""
-        import gymnasium as gym
-
-        return gym.make(
-            self.env_id, disable_env_checker=True, **self.train_env_kwargs(seed)
-        ).unwrapped
+        return make_task_env(self.env_id, **self.train_env_kwargs(seed))
 
     def with_env_kwargs(self, extra: dict[str, Any]) -> BenchmarkSpec:
         """This benchmark with ``extra`` task env kwargs for training and meta-test alike (an

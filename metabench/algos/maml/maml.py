@@ -73,6 +73,7 @@ from metabench.algos.maml.policy import (
 )
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
+from metabench.registration import make_task_env
 from metabench.rng import ALGORITHM_EVALUATION_TORCH, ALGORITHM_NUMPY, ALGORITHM_TORCH
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, ordered_sampler
 from metabench.threads import torch_threads
@@ -188,11 +189,7 @@ class MAML(MetaRLAlgorithm):
         env_kwargs = dict(env_kwargs or {})
 
         # One task env of our own, for its task distribution (the sub-envs may be in processes).
-        task_env: Any = (
-            env(**env_kwargs)
-            if callable(env)
-            else gym.make(env, disable_env_checker=True, **env_kwargs).unwrapped
-        )
+        task_env: Any = make_task_env(env, **env_kwargs)
         sampler = ordered_sampler(sampler, config.train_task_order, self.seed)
         if sampler is None:
             sampler = SetTaskSampler(task_env.sample_tasks)

@@ -54,6 +54,7 @@ from metabench.algos.pearl.networks import (
 from metabench.algos.pearl.policy import ExplorationPolicies, RewardInObservation, SinglePolicy
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
+from metabench.registration import make_task_env
 from metabench.rng import (
     ALGORITHM_EVALUATION_TORCH,
     ALGORITHM_NUMPY,
@@ -126,11 +127,7 @@ class PEARL(MetaRLAlgorithm):
         self.config = config = config or PEARLConfig()
         self.device = resolve_device(device)
         env_kwargs = dict(env_kwargs or {})
-        task_env: Any = (
-            env(**env_kwargs)
-            if callable(env)
-            else gym.make(env, disable_env_checker=True, **env_kwargs).unwrapped
-        )
+        task_env: Any = make_task_env(env, **env_kwargs)
         self.env = rescale_actions(task_env)
         observation_space, action_space = self.env.observation_space, self.env.action_space
         if not isinstance(observation_space, gym.spaces.Box) or len(observation_space.shape) != 1:
