@@ -228,6 +228,22 @@ def build_parser() -> argparse.ArgumentParser:
         "cpu for a run trained on a GPU",
     )  # fmt: skip
 
+    status = commands.add_parser(
+        "status",
+        help="show how far each run is, whether it is still going, and its latest meta-test",
+        description="For each run directory (a --out of metabench train, or every one below a "
+        "folder such as a grid's --results): finished, running (a process holds its lock), "
+        "stopped (a checkpoint to resume from), failed (a grid cell's error.json) or not "
+        "started; iterations and env steps done, training time so far and left at that pace, "
+        "and the latest meta-test (the final one, or the latest periodic one, which may use "
+        "fewer test tasks). Reads the files only: safe beside a running run.",
+        formatter_class=DefaultsHelpFormatter,
+    )
+    status.add_argument(
+        "paths", nargs="*", type=Path, default=[Path("runs")], metavar="PATH",
+        help="run directories, or folders to search for them",
+    )  # fmt: skip
+
     bench = commands.add_parser(
         "bench",
         help="run a grid of benchmarks x algorithms x seeds and print the results table",
@@ -525,6 +541,28 @@ def plot_command(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+def status_command(args: argparse.Namespace) -> None:
+    from metabench.harness.report import make_console, status_table
+    from metabench.harness.run import RunError
+    from metabench.harness.status import find_runs, run_status
+
+    console = make_console()
+    unreadable = 0
+    for root in args.paths:
+        statuses = []
+        for path in find_runs(root):
+            try:
+                statuses.append(run_status(path))
+            except RunError as error:  # one damaged run: the others are still worth seeing
+                print_warning(str(error))
+                unreadable += 1
+        if statuses:
+            console.print(status_table(statuses, root))
+    if unreadable:
+        what = "run directory" if unreadable == 1 else "run directories"
+        raise RunError(f"{unreadable} {what} could not be read: see the warnings above")
+
+
 def evaluate_command(args: argparse.Namespace) -> None:
     from metabench.harness.training import evaluate
 
@@ -541,6 +579,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], None]] = {
     "demo": demo_command,
     "train": train_command,
     "evaluate": evaluate_command,
+    "status": status_command,
     "bench": bench_command,
     "plan": plan_command,
     "list": list_command,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
@@ -13,6 +14,7 @@ from metabench.evaluation import MetaTestResult
 from metabench.harness.cells import Cell
 from metabench.harness.costs import CellCost, CellTimes
 from metabench.harness.stats import Interval, Summary, format_duration, format_number
+from metabench.harness.status import RunStatus
 
 
 def make_console(stderr: bool = False) -> Console:
@@ -195,3 +197,66 @@ def plan_table(
             format_duration(cost.total_s),
         )
     return table
+
+
+def status_table(statuses: Sequence[RunStatus], root: Path) -> Table:
+    """``metabench status``'s table: one row per run directory (its path relative to ``root``),
+    with how far it is and its latest meta-test (the final one once finished, else the latest
+    periodic one, which may use fewer test tasks)."""
+    table = Table(title=f"metabench status {root}")
+    table.add_column("run", overflow="fold")
+    table.add_column("benchmark / algorithm / seed", overflow="fold")
+    table.add_column("state", overflow="fold")
+    table.add_column("env steps", justify="right", no_wrap=True)
+    table.add_column("time", justify="right", no_wrap=True)
+    table.add_column("latest meta-test", overflow="fold")
+    for status in statuses:
+        table.add_row(
+            str(status.path.relative_to(root)) if status.path != root else str(root),
+            f"{status.benchmark} / {status.algorithm} / {status.seed}",
+            status.state + (f" ({status.holder})" if status.holder else ""),
+            _progress(status),
+            _times(status),
+            _metatest(status),
+        )
+    return table
+
+
+def _progress(status: RunStatus) -> str:
+    """Env steps done of the budget, with the share of the iterations."""
+    if status.n_iterations == 0:  # no training iterations (nop, cem, cmaes)
+        return "-"
+    done = "?" if status.env_steps is None else format_steps(status.env_steps)
+    text = f"{done} / {format_steps(status.env_steps_budget)}"
+    if status.n_iterations and status.state != "finished":
+        text += f" ({status.iteration / status.n_iterations:.0%})"
+    return text
+
+
+def _times(status: RunStatus) -> str:
+    if status.wall_time_s is None:
+        return "-"
+    left = status.time_left_s
+    text = format_duration(status.wall_time_s)
+    return text if left is None else f"{text}, {format_duration(left)} left"
+
+
+def _metatest(status: RunStatus) -> str:
+    point = status.metatest
+    if point is None:
+        return "-"
+    where = "final" if status.final else f"at {format_steps(point.env_steps)} steps"
+    text = f"{where}: return {point.test_return:,.1f}"
+    if point.success is not None:
+        text += f", success {point.success:.2f}"
+    if point.metaworld_success is not None:
+        text += f" (Meta-World's count {point.metaworld_success:.2f})"
+    return text
+
+
+def format_steps(steps: int) -> str:
+    """Env steps as people write budgets: 2e7, 9.2e6; below 100,000 in full (52,000)."""
+    if steps < 100_000:
+        return f"{steps:,}"
+    mantissa, exponent = f"{steps:.2e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"

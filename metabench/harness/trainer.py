@@ -126,9 +126,12 @@ class MetaTrainer:
         return self._wall_before + time.perf_counter() - self._began
 
     def checkpoint(self) -> dict[str, Any]:
-        """What :meth:`resume` needs to go on from the last iteration done."""
+        """What :meth:`resume` needs to go on from the last iteration done, and how far the run
+        is (``n_iterations``, ``env_steps``: for ``metabench status``, which reads no code)."""
         return {
             "iteration": self.iteration,
+            "n_iterations": self.n_iterations,
+            "env_steps": self.env_steps,
             "algorithm": self.algorithm.state_dict(),
             "wall_time": self.wall_time,
             "metatrain": self.stats,

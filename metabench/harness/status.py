@@ -1,0 +1,201 @@
+"""Where each run directory stands (``metabench status``), read from its files.
+
+A run of a published budget takes hours, often under ``nohup`` or a scheduler; this answers
+"how far is it, is it still going, and how is it doing" without opening its log. Nothing is
+written, the checkpoint is read as ``metabench train`` reads it (tensors and plain values
+only), and the directory's lock is only probed, so it is safe beside a running run.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from metabench.harness.resultfile import CorruptResultError, read_result
+from metabench.harness.run import RunDirectory, RunError
+from metabench.harness.tables import ERROR_FILE
+
+
+@dataclass(frozen=True)
+class MetaTestPoint:
+    """The figures of one meta-test: the latest one during training, or the final one."""
+
+    env_steps: int
+    test_return: float
+    success: float | None
+    """Success of the test episodes (``None`` where the benchmark has no success)."""
+    metaworld_success: float | None
+    """Meta-World's count of the same episodes (Meta-World benchmarks only)."""
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any], env_steps: int) -> MetaTestPoint:
+        """From a meta-test result as written (``evaluations/*.json``, ``result.json``'s
+        ``metatest``)."""
+        aggregate = record["aggregate"]
+        return cls(
+            env_steps=env_steps,
+            test_return=float(aggregate["test_return"]),
+            success=aggregate.get("test_episode_success_rate"),
+            metaworld_success=aggregate.get("metaworld_success_rate"),
+        )
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One run directory's state, progress and latest meta-test."""
+
+    path: Path
+    benchmark: str
+    algorithm: str
+    seed: int
+    state: str
+    """``finished`` (a result), ``running`` (a process holds the lock), ``failed`` (a grid
+    cell's ``error.json``), ``stopped`` (a checkpoint, no process) or ``not started``."""
+    iteration: int
+    """Iterations done (those of the latest checkpoint while the run goes)."""
+    n_iterations: int | None
+    """Iterations of the whole run; ``None`` where no file says (a checkpoint of a version
+    before 0.x that recorded it, and no meta-test yet)."""
+    env_steps: int | None
+    env_steps_budget: int
+    wall_time_s: float | None
+    """Seconds of training up to the latest checkpoint (or the whole run, once finished)."""
+    metatest: MetaTestPoint | None
+    final: bool
+    """Whether :attr:`metatest` is the final meta-test (else the latest periodic one)."""
+    holder: str | None = None
+    """Who holds the lock (``pid N``) while the run goes."""
+
+    @property
+    def time_left_s(self) -> float | None:
+        """Training time left at the pace so far (the periodic meta-tests included; the final
+        meta-test not), ``None`` where it cannot be told."""
+        if self.state == "finished" or not self.iteration or self.n_iterations is None:
+            return None
+        if self.wall_time_s is None:
+            return None
+        return self.wall_time_s / self.iteration * (self.n_iterations - self.iteration)
+
+
+def find_runs(root: Path) -> list[Path]:
+    """``root`` if it is a run directory, else every run directory below it (a grid's
+    ``--results``, a folder of runs), sorted; :class:`RunError` if there is none."""
+    if not root.exists():
+        raise RunError(f"{root} does not exist: give a run directory or a folder of runs")
+    if (root / "config.json").is_file():
+        return [root]
+    runs = sorted(path.parent for path in root.rglob("config.json"))
+    if not runs:
+        raise RunError(
+            f"no run directory (a folder with config.json) under {root}: give the --out of "
+            f"metabench train or the --results of metabench bench"
+        )
+    return runs
+
+
+def run_status(path: Path) -> RunStatus:
+    """The state of the run directory ``path``; :class:`RunError` if its files are not a
+    run's (the message says which)."""
+    run = RunDirectory(path)
+    config = run.read_config()
+    if config is None:
+        raise RunError(f"{path} has no config.json: it is not a metabench run directory")
+    start = RunStatus(
+        path=path,
+        benchmark=str(config["benchmark"]),
+        algorithm=str(config["algorithm"]),
+        seed=int(config["seed"]),
+        state="not started",
+        iteration=0,
+        n_iterations=None,
+        env_steps=None,
+        env_steps_budget=int(config.get("env_steps_budget", 0)),
+        wall_time_s=None,
+        metatest=None,
+        final=False,
+    )
+    result = _result(run)
+    if result is not None:
+        return replace(
+            start,
+            state="finished",
+            iteration=int(result["iterations"]),
+            n_iterations=int(result["iterations"]),
+            env_steps=int(result["env_steps"]),
+            wall_time_s=float(result["wall_time_s"]),
+            metatest=MetaTestPoint.from_record(result["metatest"], int(result["env_steps"])),
+            final=True,
+        )
+    checkpoint = run.load_checkpoint() or {}
+    iteration = int(checkpoint.get("iteration", 0))
+    latest = _latest_evaluation(run)
+    n_iterations, env_steps = checkpoint.get("n_iterations"), checkpoint.get("env_steps")
+    if n_iterations is None and latest is not None and latest[0] > 0:
+        # a checkpoint that did not record them: the meta-tests give the steps per iteration
+        per_iteration = latest[1] // latest[0]
+        env_steps = iteration * per_iteration
+        n_iterations = start.env_steps_budget // per_iteration if per_iteration else None
+    holder = _lock_holder(path)
+    if holder is not None:
+        state = "running"
+    elif (path / ERROR_FILE).exists():
+        state = "failed"
+    else:
+        state = "stopped" if checkpoint else start.state
+    return replace(
+        start,
+        state=state,
+        iteration=iteration,
+        n_iterations=None if n_iterations is None else int(n_iterations),
+        env_steps=None if env_steps is None else int(env_steps),
+        wall_time_s=checkpoint.get("wall_time"),
+        metatest=None if latest is None else latest[2],
+        holder=holder,
+    )
+
+
+def _result(run: RunDirectory) -> dict[str, Any] | None:
+    """The run's result, ``None`` without one; a corrupt one is left where it is (``train``
+    sets it aside when it resumes) and reported as missing."""
+    if not run.result_path.is_file():
+        return None
+    try:
+        return read_result(run.result_path)
+    except CorruptResultError:
+        return None
+
+
+def _latest_evaluation(run: RunDirectory) -> tuple[int, int, MetaTestPoint] | None:
+    """The last periodic meta-test: its iteration, env steps and figures (``None``: none)."""
+    files = sorted(run.evaluations.glob("iteration-*.json"))
+    for file in reversed(files):  # the newest readable one
+        try:
+            record = json.loads(file.read_text())
+            iteration, env_steps = int(record["iteration"]), int(record["env_steps"])
+            return iteration, env_steps, MetaTestPoint.from_record(record, env_steps)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return None
+
+
+def _lock_holder(path: Path) -> str | None:
+    """What the lock file says (``pid N``) while a process holds the run's lock, else ``None``.
+
+    The probe takes a shared lock and drops it at once: ``metabench train`` starting in the
+    same microsecond into this directory would be refused as "in use" (and can be run again),
+    which is the price of asking the operating system rather than trusting a pid that may
+    have been reused.
+    """
+    lock = path / ".lock"
+    if not lock.is_file():
+        return None
+    with lock.open("r") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().strip() or "another process"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
