@@ -13,7 +13,7 @@ from rich.table import Table
 from metabench.evaluation import MetaTestResult
 from metabench.harness.cells import Cell
 from metabench.harness.costs import CellCost, CellTimes
-from metabench.harness.stats import Interval, Summary, format_duration, format_number
+from metabench.harness.stats import Interval, Summary, format_duration, format_number, format_steps
 from metabench.harness.status import RunStatus
 
 
@@ -252,11 +252,3 @@ def _metatest(status: RunStatus) -> str:
     if point.metaworld_success is not None:
         text += f" (Meta-World's count {point.metaworld_success:.2f})"
     return text
-
-
-def format_steps(steps: int) -> str:
-    """Env steps as people write budgets: 2e7, 9.2e6; below 100,000 in full (52,000)."""
-    if steps < 100_000:
-        return f"{steps:,}"
-    mantissa, exponent = f"{steps:.2e}".split("e")
-    return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"

@@ -290,8 +290,7 @@ def _setting(result: Result) -> tuple[Any, str, str]:
 def _budget_label(steps: Any) -> str:
     if not isinstance(steps, int | float):
         return "budget unrecorded"
-    mantissa, exponent = f"{float(steps):.1e}".split("e")
-    return f"{mantissa.removesuffix('.0')}e{int(exponent)} steps"
+    return f"{format_steps(steps)} steps"
 
 
 def _setting_labels(settings: Sequence[tuple[Any, str, str]]) -> list[str]:
@@ -762,6 +761,14 @@ def format_number(value: float | None, digits: int = 2) -> str:
 def format_duration(seconds: float) -> str:
     """Minutes below an hour, hours above."""
     return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
+
+
+def format_steps(steps: float) -> str:
+    """Env steps as people write budgets: 2e7, 9.2e6; below 100,000 in full (52,000)."""
+    if steps < 100_000:
+        return f"{steps:,.0f}"
+    mantissa, exponent = f"{float(steps):.1e}".split("e")
+    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
 
 
 def _interval(interval: Interval | None, digits: int) -> str:

@@ -570,8 +570,8 @@ def test_learning_curves_name_runs_by_setting_and_draw_the_published_success(
         }
     assert published  # the Meta-World paper's RL2 and MAML numbers
     assert {(label.split()[1].rstrip(":"), y) for y, label in lines} == published
-    assert "rl2 (5e2 steps, clip_actions=true) seed 0: test" in labels
-    assert "rl2 (2e3 steps, clip_actions=false) seed 0: test" in labels
+    assert "rl2 (500 steps, clip_actions=true) seed 0: test" in labels
+    assert "rl2 (2,000 steps, clip_actions=false) seed 0: test" in labels
 
 
 # -- rliable: intervals, IQM, performance profiles, probability of improvement -----------------
