@@ -84,7 +84,10 @@ def find_runs(root: Path) -> list[Path]:
     """``root`` if it is a run directory, else every run directory below it (a grid's
     ``--results``, a folder of runs), sorted; :class:`RunError` if there is none."""
     if not root.exists():
-        raise RunError(f"{root} does not exist: give a run directory or a folder of runs")
+        raise RunError(
+            f"{root} does not exist: give a run directory or a folder of runs (metabench "
+            f"status PATH ...)"
+        )
     if (root / "config.json").is_file():
         return [root]
     runs = sorted(path.parent for path in root.rglob("config.json"))
