@@ -214,7 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("run_dir", type=Path, help="a directory written by metabench train")
     evaluate.add_argument(
-        "--test-tasks", type=positive_int, default=None, help="number of held-out tasks"
+        "--test-tasks",
+        type=positive_int,
+        default=None,
+        help="meta-test on this many of the run's test tasks: the first of each class, as many "
+        "of each (ML10: a multiple of 5); default: all of them",
     )
     evaluate.add_argument(
         "--exploration-episodes", type=positive_int, default=None, help="episodes before adapting"

@@ -36,6 +36,46 @@ ALL = "all"
 """``[split] test_tasks = "all"``: every test task of a Meta-World split."""
 
 
+def task_classes(tasks: Sequence[Task]) -> dict[str, list[int]]:
+    """The indices of ``tasks`` by class (a Meta-World task's env name; other tasks form one
+    class), classes in the order they first appear."""
+    classes: dict[str, list[int]] = {}
+    for index, task in enumerate(tasks):
+        classes.setdefault(getattr(task, "env_name", ""), []).append(index)
+    return classes
+
+
+def class_share_misfit(classes: dict[str, list[int]], n: int, verb: str) -> str | None:
+    """Why ``n`` tasks cannot take as many of each of ``classes`` (``verb`` starts the fix:
+    "use", "ask for"), or ``None`` when they can."""
+    k, fewest = len(classes), min(len(pool) for pool in classes.values())
+    if not (n % k or n // k > fewest):
+        return None
+    if k == 1:
+        return f"there are {fewest} test tasks: {verb} at most {fewest}"
+    return (
+        f"it takes as many of each of the {k} classes of the test tasks: {verb} a multiple "
+        f"of {k} up to {k * fewest}"
+    )
+
+
+def first_of_each_class(tasks: Sequence[Task], n: int) -> list[Task]:
+    """The first ``n / k`` of each of the ``k`` classes of ``tasks``, in their order: a subset
+    whose classes are ``tasks``' own, where the first ``n`` of ML10's test tasks would all be
+    drawer-open.
+
+    :raises ValueError: if ``n`` is not a multiple of ``k`` or is more than ``k`` times the
+        smallest class, saying which counts fit.
+    """
+    classes = task_classes(tasks)
+    misfit = class_share_misfit(classes, n, "ask for")
+    if misfit is not None:
+        raise ValueError(misfit)
+    k = len(classes)
+    chosen = sorted(index for pool in classes.values() for index in pool[: n // k])
+    return [tasks[index] for index in chosen]
+
+
 @dataclass(frozen=True)
 class BenchmarkSpec:
     """One benchmark.
@@ -163,25 +203,17 @@ class BenchmarkSpec:
         n = self.n_periodic_test_tasks
         if n is None:
             return None
-        classes: dict[str, list[int]] = {}
-        for index, task in enumerate(test_tasks):
-            classes.setdefault(getattr(task, "env_name", ""), []).append(index)
-        k, fewest = len(classes), min(len(pool) for pool in classes.values())
-        if n % k or n // k > fewest:
-            if k == 1:
-                fix = f"there are {len(test_tasks)} test tasks: use at most {fewest}"
-            else:
-                fix = (
-                    f"it takes as many of each of the {k} classes of the test tasks: use a "
-                    f"multiple of {k} up to {k * fewest}"
-                )
+        classes = task_classes(test_tasks)
+        misfit = class_share_misfit(classes, n, "use")
+        if misfit is not None:
             raise self.spec_error(
-                f"periodic_test_tasks = {n} does not fit: {fix}",
+                f"periodic_test_tasks = {n} does not fit: {misfit}",
                 "periodic_test_tasks",
                 "evaluation",
             )
         rng = PERIODIC_TASKS.generator(seed)
-        chosen = [i for pool in classes.values() for i in rng.choice(pool, n // k, replace=False)]
+        share = n // len(classes)
+        chosen = [i for pool in classes.values() for i in rng.choice(pool, share, replace=False)]
         return sorted(int(index) for index in chosen)
 
     def train_evaluation_tasks(self, seed: int) -> list[Task]:

@@ -16,7 +16,7 @@ from typing import Any
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.devices import DeviceError, resolve_device
 from metabench.evaluation import MetaEvaluator, task_from_json
-from metabench.harness.benchmarks import BenchmarkSpec
+from metabench.harness.benchmarks import BenchmarkSpec, first_of_each_class
 from metabench.harness.run import (
     RunDirectory,
     RunError,
@@ -70,19 +70,18 @@ class LoadedRun:
         exploration_episodes: int | None = None,
         test_episodes: int | None = None,
     ) -> MetaEvaluator:
-        """The run's final meta-test: its recorded test tasks and protocol, or the first
-        ``test_tasks`` of those tasks and other episode counts.
+        """The run's final meta-test: its recorded test tasks and protocol, or ``test_tasks`` of
+        those tasks (the first of each class, as many of each: :func:`first_of_each_class`)
+        and other episode counts.
 
-        :raises RunError: if ``test_tasks`` is more than the run recorded.
+        :raises RunError: if ``test_tasks`` does not fit the run's recorded test tasks.
         """
         tasks = self.plan.test_tasks
         if test_tasks is not None:
-            if test_tasks > len(tasks):
-                raise RunError(
-                    f"{self.path} recorded {len(tasks)} test tasks: ask for at most "
-                    f"{len(tasks)} (--test-tasks)"
-                )
-            tasks = tasks[:test_tasks]
+            try:
+                tasks = tuple(first_of_each_class(tasks, test_tasks))
+            except ValueError as error:
+                raise RunError(f"{self.path}: {error} (--test-tasks)") from None
         return self.plan.evaluator(tasks, exploration_episodes, test_episodes)
 
 

@@ -155,9 +155,9 @@ def evaluate(
 
     By default this is the run's own final meta-test again: its recorded test tasks and protocol,
     and the random streams of its checkpoint, so a finished run gives its ``result.json``
-    numbers exactly (checked, and said). ``test_tasks`` (the first so many of the run's) and the
-    episode counts change the protocol; ``device`` (default: the run's) where the networks act,
-    e.g. the CPU for a run trained on a GPU, which the evaluation file then records.
+    numbers exactly (checked, and said). ``test_tasks`` (so many of the run's, the first of each
+    class) and the episode counts change the protocol; ``device`` (default: the run's) where the
+    networks act, e.g. the CPU for a run trained on a GPU, which the evaluation file records.
     """
     console = console or make_console(stderr=True)
     run = load_run(run_dir, device)

@@ -159,7 +159,7 @@ def test_evaluate_reads_the_checkpoint_and_keeps_every_evaluation(tmp_path):
         record = json.loads(path.read_text())
         assert [task["task"] for task in record["tasks"]] == tasks  # the run's first 4
         assert record["metatest_protocol"]["exploration_episodes"] == 2
-    with pytest.raises(RunError, match="recorded 30 test tasks: ask for at most 30"):
+    with pytest.raises(RunError, match=r"30 test tasks: ask for at most 30 \(--test-tasks\)$"):
         evaluate(out, test_tasks=31)
 
 

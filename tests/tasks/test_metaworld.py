@@ -409,7 +409,7 @@ def test_the_ml_benchmarks_meta_test_on_meta_world_plus_goals(ml10: ML10Env) -> 
     """``test_tasks = "all"``: every test goal Meta-World+'s ``metalearning_evaluation`` runs
     (ML10: the first 40 of each test class; ML1: all 50), in Meta-World's order, whatever the
     test-task stream; the meta-tests during training take a class-balanced subset of them."""
-    from metabench.harness.benchmarks import get_benchmark
+    from metabench.harness.benchmarks import first_of_each_class, get_benchmark
 
     ml10_spec = get_benchmark("ML10")
     tasks = ml10_spec.test_tasks(0)
@@ -427,6 +427,18 @@ def test_the_ml_benchmarks_meta_test_on_meta_world_plus_goals(ml10: ML10Env) -> 
     assert ml10_spec.periodic_test_indices(1, tasks) != periodic
     with pytest.raises(SpecError, match=r"ML10.toml:\d+: .* use a multiple of 5 up to 200$"):
         dataclasses.replace(ml10_spec, n_periodic_test_tasks=7).periodic_test_indices(0, tasks)
+
+    # metabench evaluate --test-tasks 20: the first 4 of each class, not 20 drawer-open goals
+    seen: Counter[str] = Counter()
+    first_4 = []
+    for task in tasks:
+        if seen[task.env_name] < 4:
+            first_4.append(task)
+        seen[task.env_name] += 1
+    assert first_of_each_class(tasks, 20) == first_4
+    assert Counter(t.env_name for t in first_4) == dict.fromkeys(ML10_TEST, 4)
+    with pytest.raises(ValueError, match=r"ask for a multiple of 5 up to 200$"):
+        first_of_each_class(tasks, 7)
 
 
 def goals(tasks: list[MetaWorldTask]) -> list[tuple[float, ...]]:
