@@ -1,8 +1,8 @@
 """Meta-test a run's checkpoint with sampled test episodes where its algorithm takes the mode.
 
 A check of what the mode costs: everything else is the run's own meta-test (``load_run``), on
-the first ``--test-tasks`` of its test tasks. Prints the return and success rate per episode of
-the trial::
+``--test-tasks`` of its test tasks (the first of each class, as ``metabench evaluate``). Prints
+the return and success rate per episode of the trial::
 
     .venv/bin/python scripts/sampled_test_episodes.py RUN_DIR --test-tasks 20
 """
@@ -19,7 +19,9 @@ from metabench.harness.loading import load_run
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", help="a directory written by metabench train")
-    parser.add_argument("--test-tasks", type=int, default=None, help="the first N test tasks")
+    parser.add_argument(
+        "--test-tasks", type=int, default=None, help="N of the test tasks, the first of each class"
+    )
     args = parser.parse_args()
     run = load_run(args.run_dir)
     algorithm = run.algorithm
