@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 if TYPE_CHECKING:
     from metabench.harness.cells import Cell
@@ -72,6 +72,18 @@ def machine_cpus(text: str) -> int:
             f"{value} is more than the {cores} cores of this machine: use at most {cores}"
         )
     return value
+
+
+def test_task_choice(text: str) -> int | Literal["periodic"]:
+    """An argparse type for ``evaluate --test-tasks``: a positive integer or ``periodic``."""
+    if text == "periodic":
+        return "periodic"
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or 'periodic', got {text!r}"
+        ) from None
 
 
 def device_option(text: str) -> str:
@@ -215,10 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("run_dir", type=Path, help="a directory written by metabench train")
     evaluate.add_argument(
         "--test-tasks",
-        type=positive_int,
+        type=test_task_choice,
         default=None,
-        help="meta-test on this many of the run's test tasks: the first of each class, as many "
-        "of each (ML10: a multiple of 5); default: all of them",
+        metavar="N|periodic",
+        help="meta-test on N of the run's test tasks, the first of each class, as many of each "
+        "(ML10: a multiple of 5), or on those of its meta-tests during training (periodic); "
+        "default: all of them",
     )
     evaluate.add_argument(
         "--exploration-episodes", type=positive_int, default=None, help="episodes before adapting"

@@ -51,6 +51,14 @@ def test_bench_and_train_options_and_their_defaults():
         (["bench", "--algorithms", "nope"], "invalid choice: 'nope'"),
         (["bench", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
         (["plan", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
+        (
+            ["evaluate", "r", "--test-tasks", "last"],
+            "argument --test-tasks: expected a positive integer or 'periodic', got 'last'",
+        ),
+        (
+            ["evaluate", "r", "--test-tasks", "0"],
+            "argument --test-tasks: expected a positive integer or 'periodic', got '0'",
+        ),
     ],
 )
 def test_option_errors_name_the_option(args, message, capsys):

@@ -9,9 +9,10 @@ meta-test its run recorded, for ``metabench evaluate`` and for your own analysis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.devices import DeviceError, resolve_device
@@ -26,6 +27,11 @@ from metabench.harness.run import (
     check_algorithm_known,
     metatest_processes,
 )
+from metabench.tasks.base import Task
+
+PERIODIC = "periodic"
+"""``test_tasks`` of :meth:`LoadedRun.evaluator`: the test tasks of the run's meta-tests during
+training (``config.json``'s ``periodic_test_tasks``), to set a checkpoint beside their curve."""
 
 
 @dataclass(frozen=True)
@@ -66,23 +72,38 @@ class LoadedRun:
 
     def evaluator(
         self,
-        test_tasks: int | None = None,
+        test_tasks: int | Literal["periodic"] | None = None,
         exploration_episodes: int | None = None,
         test_episodes: int | None = None,
     ) -> MetaEvaluator:
         """The run's final meta-test: its recorded test tasks and protocol, or ``test_tasks`` of
-        those tasks (the first of each class, as many of each: :func:`first_of_each_class`)
-        and other episode counts.
+        those tasks (the first of each class, as many of each: :func:`first_of_each_class`; or
+        ``"periodic"``: those of its meta-tests during training) and other episode counts.
 
         :raises RunError: if ``test_tasks`` does not fit the run's recorded test tasks.
         """
-        tasks = self.plan.test_tasks
-        if test_tasks is not None:
+        tasks: Sequence[Task] = self.plan.test_tasks
+        if test_tasks == PERIODIC:
+            tasks = self.plan.tasks_at(self.periodic_indices())
+        elif isinstance(test_tasks, int):
             try:
-                tasks = tuple(first_of_each_class(tasks, test_tasks))
+                tasks = first_of_each_class(tasks, test_tasks)
             except ValueError as error:
                 raise RunError(f"{self.path}: {error} (--test-tasks)") from None
         return self.plan.evaluator(tasks, exploration_episodes, test_episodes)
+
+    def periodic_indices(self) -> list[int]:
+        """The indices of the test tasks of the run's meta-tests during training.
+
+        :raises RunError: if those are all its test tasks (no subset was recorded).
+        """
+        indices = self.plan.config.get("periodic_test_tasks")
+        if indices is None:
+            raise RunError(
+                f"{self.path}: its meta-tests during training used all its test tasks: leave "
+                f"out --test-tasks periodic"
+            )
+        return list(indices)
 
 
 def load_run(path: str | Path, device: str | None = None) -> LoadedRun:

@@ -353,7 +353,11 @@ class RunPlan:
         indices = self.config.get("periodic_test_tasks")
         if indices is None:
             return self.evaluator()
-        return self.evaluator([self.test_tasks[index] for index in indices])
+        return self.evaluator(self.tasks_at(indices))
+
+    def tasks_at(self, indices: Sequence[int]) -> list[Task]:
+        """The test tasks at ``indices`` (e.g. ``config["periodic_test_tasks"]``)."""
+        return [self.test_tasks[index] for index in indices]
 
     def train_evaluator(self) -> MetaEvaluator | None:
         """The meta-test on training tasks after training (``None`` if the benchmark has none):

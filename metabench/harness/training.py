@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from rich.console import Console
 
@@ -25,7 +25,7 @@ from metabench.harness.hooks import (
     StopOnInterrupt,
     TensorBoard,
 )
-from metabench.harness.loading import load_run
+from metabench.harness.loading import PERIODIC, load_run
 from metabench.harness.provenance import provenance
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
@@ -145,7 +145,7 @@ def holds(new: Any, recorded: Any) -> bool:
 
 def evaluate(
     run_dir: str | Path,
-    test_tasks: int | None = None,
+    test_tasks: int | Literal["periodic"] | None = None,
     exploration_episodes: int | None = None,
     test_episodes: int | None = None,
     console: Console | None = None,
@@ -156,8 +156,9 @@ def evaluate(
     By default this is the run's own final meta-test again: its recorded test tasks and protocol,
     and the random streams of its checkpoint, so a finished run gives its ``result.json``
     numbers exactly (checked, and said). ``test_tasks`` (so many of the run's, the first of each
-    class) and the episode counts change the protocol; ``device`` (default: the run's) where the
-    networks act, e.g. the CPU for a run trained on a GPU, which the evaluation file records.
+    class; ``"periodic"``: those of its meta-tests during training) and the episode counts change
+    the protocol; ``device`` (default: the run's) where the networks act, e.g. the CPU for a run
+    trained on a GPU, which the evaluation file records.
     """
     console = console or make_console(stderr=True)
     run = load_run(run_dir, device)
@@ -174,6 +175,8 @@ def evaluate(
         {
             "iteration": run.iteration,
             "metatest_protocol": protocol,
+            # as in the periodic meta-tests' files: the subset's indices in config.json's test_tasks
+            **({"test_task_indices": run.periodic_indices()} if test_tasks == PERIODIC else {}),
             # recorded where it is not the run's own, whose config.json says where it trained
             **({"device": run.device} if run.device != recorded_device else {}),
             **result.to_dict(),

@@ -145,6 +145,22 @@ def test_periodic_meta_tests_on_a_subset_say_how_many_tasks_they_used(tmp_path, 
     assert counts["periodic_metatest/n_test_tasks"] == [6, 6]
     assert counts["metatest/n_test_tasks"] == [30]  # the final meta-test only
 
+    # metabench evaluate --test-tasks periodic: the checkpoint on those 6 tasks, recorded so
+    evaluated = evaluate(out, test_tasks="periodic", exploration_episodes=1, test_episodes=1)
+    (written,) = (out / "evaluations").glob("evaluate-*.json")
+    record = json.loads(written.read_text())
+    assert record["test_task_indices"] == subset
+    assert [t["task"] for t in record["tasks"]] == [config["test_tasks"][i] for i in subset]
+    assert evaluated.n_tasks == record["metatest_protocol"]["n_test_tasks"] == 6
+
+
+def test_evaluate_on_the_periodic_tasks_of_a_run_without_a_subset_says_what_to_change(tmp_path):
+    out = tmp_path / "r"
+    train(settings(out))
+    with pytest.raises(RunError, match="used all its test tasks: leave out --test-tasks periodic"):
+        evaluate(out, test_tasks="periodic")
+    assert not list((out / "evaluations").glob("evaluate-*.json"))
+
 
 def test_evaluate_reads_the_checkpoint_and_keeps_every_evaluation(tmp_path):
     out = tmp_path / "r"
