@@ -35,6 +35,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from metabench.harness.atomic import atomic_write_bytes
+
 RUN = "metaworld_algorithms/run.py"
 BASE = "metaworld_algorithms/rl/algorithms/base.py"
 
@@ -172,9 +174,7 @@ def main() -> None:
     except PatchError as error:
         sys.exit(f"error: {error}\n(use an unpatched checkout at a2abf6a3bb1e)")
     for path, text in changes.items():
-        tmp = path.with_suffix(".py.tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        atomic_write_bytes(path, text.encode())
     print(f"patched {', '.join(str(p) for p in changes)}")
 
 

@@ -82,28 +82,20 @@ class LoadedRun:
 
         :raises RunError: if ``test_tasks`` does not fit the run's recorded test tasks.
         """
-        tasks: Sequence[Task] = self.plan.test_tasks
+        tasks: Sequence[Task] | None = None  # the run's own
         if test_tasks == PERIODIC:
-            tasks = self.plan.tasks_at(self.periodic_indices())
+            tasks = self.plan.periodic_test_tasks
+            if tasks is None:
+                raise RunError(
+                    f"{self.path}: its meta-tests during training used all its test tasks: "
+                    f"leave out --test-tasks periodic"
+                )
         elif isinstance(test_tasks, int):
             try:
-                tasks = first_of_each_class(tasks, test_tasks)
+                tasks = first_of_each_class(self.plan.test_tasks, test_tasks)
             except ValueError as error:
                 raise RunError(f"{self.path}: {error} (--test-tasks)") from None
         return self.plan.evaluator(tasks, exploration_episodes, test_episodes)
-
-    def periodic_indices(self) -> list[int]:
-        """The indices of the test tasks of the run's meta-tests during training.
-
-        :raises RunError: if those are all its test tasks (no subset was recorded).
-        """
-        indices = self.plan.config.get("periodic_test_tasks")
-        if indices is None:
-            raise RunError(
-                f"{self.path}: its meta-tests during training used all its test tasks: leave "
-                f"out --test-tasks periodic"
-            )
-        return list(indices)
 
 
 def load_run(path: str | Path, device: str | None = None) -> LoadedRun:

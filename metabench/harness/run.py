@@ -350,14 +350,15 @@ class RunPlan:
     def periodic_evaluator(self) -> MetaEvaluator:
         """The meta-test during training: :meth:`evaluator`, or the same protocol on the subset
         of the test tasks recorded as ``config["periodic_test_tasks"]`` (their indices)."""
-        indices = self.config.get("periodic_test_tasks")
-        if indices is None:
-            return self.evaluator()
-        return self.evaluator(self.tasks_at(indices))
+        tasks = self.periodic_test_tasks
+        return self.evaluator() if tasks is None else self.evaluator(tasks)
 
-    def tasks_at(self, indices: Sequence[int]) -> list[Task]:
-        """The test tasks at ``indices`` (e.g. ``config["periodic_test_tasks"]``)."""
-        return [self.test_tasks[index] for index in indices]
+    @property
+    def periodic_test_tasks(self) -> list[Task] | None:
+        """The test tasks at ``config["periodic_test_tasks"]``; ``None`` where the meta-tests
+        during training use them all."""
+        indices = self.config.get("periodic_test_tasks")
+        return None if indices is None else [self.test_tasks[index] for index in indices]
 
     def train_evaluator(self) -> MetaEvaluator | None:
         """The meta-test on training tasks after training (``None`` if the benchmark has none):

@@ -176,7 +176,11 @@ def evaluate(
             "iteration": run.iteration,
             "metatest_protocol": protocol,
             # as in the periodic meta-tests' files: the subset's indices in config.json's test_tasks
-            **({"test_task_indices": run.periodic_indices()} if test_tasks == PERIODIC else {}),
+            **(
+                {"test_task_indices": run.config["periodic_test_tasks"]}
+                if test_tasks == PERIODIC
+                else {}
+            ),
             # recorded where it is not the run's own, whose config.json says where it trained
             **({"device": run.device} if run.device != recorded_device else {}),
             **result.to_dict(),
