@@ -17,6 +17,7 @@ import torch
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.algos.maml import MAML, MAMLConfig
 from metabench.data import EpisodeBatch, StepType
+from metabench.evaluation import MetaTestResult, TaskResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 
@@ -141,3 +142,47 @@ def assert_split_learns_what_alone_learns(alone: Any, split: Any, cpus: int) -> 
         moved |= not torch.equal(a, before)
     assert moved, "the updates changed nothing: the comparison would prove nothing"
     assert split.model._n_updates == alone.model._n_updates == 2 * alone.config.n_epochs
+
+
+def make_result(
+    benchmark: str,
+    algorithm: str,
+    seed: int,
+    task_returns: list[list[float]],
+    *,
+    exploration_episodes: int = 2,
+    successes: list[list[bool]] | None = None,
+    tasks: list[Any] | None = None,
+    env_steps: int = 1000,
+    wall_time_s: float = 60.0,
+    metatrain: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """A result dict shaped like ``metabench train`` writes it, with the given episode returns
+    (one list per task: exploration episodes, then test episodes)."""
+    task_results = [
+        TaskResult(
+            task_index=i,
+            task=tasks[i] if tasks else {"goal": float(i)},
+            exploration_episodes=exploration_episodes,
+            episode_returns=list(returns),
+            episode_lengths=[10] * len(returns),
+            episode_successes=None if successes is None else list(successes[i]),
+        )
+        for i, returns in enumerate(task_returns)
+    ]
+    metatest = MetaTestResult(
+        algorithm=algorithm,
+        env="fake",
+        exploration_episodes=exploration_episodes,
+        test_episodes=len(task_returns[0]) - exploration_episodes,
+        seed=seed,
+        tasks=task_results,
+    )
+    return {
+        "config": {"benchmark": benchmark, "algorithm": algorithm, "seed": seed},
+        "provenance": {},
+        "env_steps": env_steps,
+        "wall_time_s": wall_time_s,
+        "metatrain": metatrain or {},
+        "metatest": metatest.to_dict(),
+    }

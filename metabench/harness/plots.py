@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import json
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -23,7 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from metabench.evaluation import ResultVersionError, upgrade_record
+from metabench.harness.periodic import PUBLISHED_SUCCESS_METRIC, periodic_metatests
 from metabench.harness.references import load_references
 from metabench.harness.stats import (
     COMPARISON_RESAMPLES,
@@ -233,28 +232,6 @@ def return_by_task_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
         for benchmark, groups in sorted(by_benchmark.items())
         if len({name for name, _, _ in groups.values()}) == 1
     }
-
-
-def periodic_metatests(result_path: Path) -> list[dict[str, Any]]:
-    """The meta-tests a run made during training (``--eval-every``), from the
-    ``evaluations/iteration-*.json`` beside its ``result.json``, in order of iteration, in the
-    current version's form (:func:`~metabench.evaluation.upgrade_record`).
-
-    :raises ResultVersionError: naming the file, for one of a version this metabench cannot
-        read (a newer one).
-    """
-    files = sorted((result_path.parent / "evaluations").glob("iteration-*.json"))
-    found = []
-    for path in files:
-        try:
-            found.append(upgrade_record(json.loads(path.read_text())))
-        except ResultVersionError as error:
-            raise ResultVersionError(f"{path}: {error}") from None
-    return found
-
-
-PUBLISHED_SUCCESS_METRIC = "meta-test success rate"
-"""The published numbers a learning curve's success panel draws as horizontal lines."""
 
 
 def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, Any]]]]) -> bytes:

@@ -725,7 +725,7 @@ def comparison_markdown(comparisons: Sequence[Comparison], confidence: float = 0
         ]
         for name, profile in zip(named, c.profiles, strict=True):
             cells = [
-                format_number(i.mean, 2) if i.low == i.high == i.mean else _interval(i, 2)
+                format_number(i.mean, 2) if i.low == i.high == i.mean else format_interval(i, 2)
                 for i in profile
             ]
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -771,7 +771,9 @@ def format_steps(steps: float) -> str:
     return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
 
 
-def _interval(interval: Interval | None, digits: int) -> str:
+def format_interval(interval: Interval | None, digits: int) -> str:
+    """``mean [low, high]`` with ``digits`` decimals; the mean alone without an interval (one
+    seed), ``n/a`` when missing."""
     if interval is None or not math.isfinite(interval.mean):
         return "n/a"
     text = format_number(interval.mean, digits)
@@ -826,12 +828,12 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
                 )
             lines.append(
                 f"| {s.algorithm} | {s.n_seeds} | {s.env_steps:,.0f} | "
-                f"{s.wall_time_s / 60:.1f} min | {_interval(s.metatrain_return, 2)} | "
-                f"{_interval(s.pre_return, 2)} | {_interval(s.test_return, 2)} | "
-                f"{format_number(s.task_noise, 2)} | {_interval(s.adaptation_gain, 2)} | "
+                f"{s.wall_time_s / 60:.1f} min | {format_interval(s.metatrain_return, 2)} | "
+                f"{format_interval(s.pre_return, 2)} | {format_interval(s.test_return, 2)} | "
+                f"{format_number(s.task_noise, 2)} | {format_interval(s.adaptation_gain, 2)} | "
                 f"{iqm_return} | "
-                f"{_interval(s.test_success, 3)} | {iqm_success} |"
-                + (f" {_interval(s.metaworld_success, 3)} |" if counted else "")
+                f"{format_interval(s.test_success, 3)} | {iqm_success} |"
+                + (f" {format_interval(s.metaworld_success, 3)} |" if counted else "")
             )
     return "\n".join(lines) + "\n"
 

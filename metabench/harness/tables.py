@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from metabench.harness.periodic import best_during_training, best_during_training_markdown
 from metabench.harness.references import load_references
 from metabench.harness.resultfile import (  # noqa: F401 - the result file's names, re-exported
     REQUIRED,
@@ -55,7 +56,8 @@ def results_markdown(
     """A Markdown page of the ``runs`` below ``root`` (from :func:`collect_results`) and their
     ``summaries``: the ``comparisons`` between algorithms (from
     :func:`~metabench.harness.stats.compare`), the ``figures`` (image paths relative to the
-    page), one row per run, the ``failures`` (from :func:`collect_failures`), then the published
+    page), each run's best meta-test during training (where it made periodic ones), one row per
+    run, the ``failures`` (from :func:`collect_failures`), then the published
     settings and numbers."""
     lines = [
         "# Results",
@@ -69,6 +71,9 @@ def results_markdown(
         "",
         summary_markdown(summaries),
     ]
+    best = best_during_training_markdown(best_during_training(runs))
+    if best:
+        lines += ["## Best meta-test during training", "", best]
     if comparisons:
         lines += ["## Comparisons between algorithms", "", comparison_markdown(comparisons)]
     if figures:

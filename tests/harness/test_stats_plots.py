@@ -19,9 +19,9 @@ from matplotlib.image import imread
 from rich.console import Console
 from scipy import stats
 
-from metabench.evaluation import MetaTestResult, TaskResult
 from metabench.harness import plots
 from metabench.harness import stats as stats_module
+from metabench.harness.periodic import periodic_metatests
 from metabench.harness.report import grid_tables
 from metabench.harness.stats import (
     MIN_SEEDS_FOR_IQM,
@@ -35,52 +35,9 @@ from metabench.harness.stats import (
     summary_csv,
     summary_markdown,
 )
+from tests.factories import make_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def make_result(
-    benchmark: str,
-    algorithm: str,
-    seed: int,
-    task_returns: list[list[float]],
-    *,
-    exploration_episodes: int = 2,
-    successes: list[list[bool]] | None = None,
-    tasks: list[Any] | None = None,
-    env_steps: int = 1000,
-    wall_time_s: float = 60.0,
-    metatrain: dict[str, float] | None = None,
-) -> dict[str, Any]:
-    """A result dict shaped like ``metabench train`` writes it, with the given episode returns
-    (one list per task: exploration episodes, then test episodes)."""
-    task_results = [
-        TaskResult(
-            task_index=i,
-            task=tasks[i] if tasks else {"goal": float(i)},
-            exploration_episodes=exploration_episodes,
-            episode_returns=list(returns),
-            episode_lengths=[10] * len(returns),
-            episode_successes=None if successes is None else list(successes[i]),
-        )
-        for i, returns in enumerate(task_returns)
-    ]
-    metatest = MetaTestResult(
-        algorithm=algorithm,
-        env="fake",
-        exploration_episodes=exploration_episodes,
-        test_episodes=len(task_returns[0]) - exploration_episodes,
-        seed=seed,
-        tasks=task_results,
-    )
-    return {
-        "config": {"benchmark": benchmark, "algorithm": algorithm, "seed": seed},
-        "provenance": {},
-        "env_steps": env_steps,
-        "wall_time_s": wall_time_s,
-        "metatrain": metatrain or {},
-        "metatest": metatest.to_dict(),
-    }
 
 
 def simple_run(benchmark: str, algorithm: str, seed: int, test_return: float, **kw: Any) -> dict:
@@ -531,7 +488,7 @@ def test_learning_curves_come_from_the_periodic_metatests_beside_each_result(
     row = round(0.22 * plots.DPI)
     assert ml1.shape[:2] == (height + 2 * row, 2 * width)  # success and return; 2 runs
     assert vel.shape[:2] == (height + row, width)  # return only; 1 run
-    assert [e["env_steps"] for e in plots.periodic_metatests(runs[0][0])] == [100, 200, 300]
+    assert [e["env_steps"] for e in periodic_metatests(runs[0][0])] == [100, 200, 300]
     # given with their paths, results get their learning curves in every plot set
     assert "learning_ML1.png" in plots.render_plots(runs)
     assert "learning_ML1.png" not in plots.render_plots([result for _, result in runs])

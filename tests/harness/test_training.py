@@ -16,7 +16,7 @@ from metabench.cli import main
 from metabench.evaluation import ResultVersionError, task_to_json
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.plots import periodic_metatests
+from metabench.harness.periodic import periodic_metatests
 from metabench.harness.resultfile import collect_results, read_result
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
