@@ -201,8 +201,9 @@ def plan_table(
 
 def status_table(statuses: Sequence[RunStatus], root: Path) -> Table:
     """``metabench status``'s table: one row per run directory (its path relative to ``root``),
-    with how far it is and its latest meta-test (the final one once finished, else the latest
-    periodic one, which may use fewer test tasks)."""
+    with how far it is, its latest meta-test (the final one once finished, else the latest
+    periodic one, which may use fewer test tasks) and its best periodic one where it has
+    success."""
     table = Table(title=f"metabench status {root}")
     table.add_column("run", overflow="fold")
     table.add_column("benchmark / algorithm / seed", overflow="fold")
@@ -210,6 +211,7 @@ def status_table(statuses: Sequence[RunStatus], root: Path) -> Table:
     table.add_column("env steps", justify="right", no_wrap=True)
     table.add_column("time", justify="right", no_wrap=True)
     table.add_column("latest meta-test", overflow="fold")
+    table.add_column("best during training", overflow="fold")
     for status in statuses:
         table.add_row(
             str(status.path.relative_to(root)) if status.path != root else str(root),
@@ -218,6 +220,7 @@ def status_table(statuses: Sequence[RunStatus], root: Path) -> Table:
             _progress(status),
             _times(status),
             _metatest(status),
+            _best(status),
         )
     return table
 
@@ -239,6 +242,16 @@ def _times(status: RunStatus) -> str:
     left = status.time_left_s
     text = format_duration(status.wall_time_s)
     return text if left is None else f"{text}, {format_duration(left)} left"
+
+
+def _best(status: RunStatus) -> str:
+    point = status.best
+    if point is None or point.success is None:
+        return "-"
+    text = f"success {point.success:.2f} at {format_steps(point.env_steps)} steps"
+    if point.metaworld_success is not None:
+        text += f" (Meta-World's count {point.metaworld_success:.2f})"
+    return text
 
 
 def _metatest(status: RunStatus) -> str:

@@ -68,6 +68,9 @@ class RunStatus:
     """Whether :attr:`metatest` is the final meta-test (else the latest periodic one)."""
     holder: str | None = None
     """Who holds the lock (``pid N``) while the run goes."""
+    best: MetaTestPoint | None = None
+    """The periodic meta-test of highest success so far (the first of equals): the statistic
+    the Meta-World paper reports per run; ``None`` without periodic meta-tests with success."""
 
     @property
     def time_left_s(self) -> float | None:
@@ -120,6 +123,9 @@ def run_status(path: Path) -> RunStatus:
         metatest=None,
         final=False,
     )
+    periodic = _periodic_metatests(run)
+    with_success = [point for _, point in periodic if point.success is not None]
+    start = replace(start, best=max(with_success, key=lambda p: p.success or 0.0, default=None))
     result = _result(run)
     if result is not None:
         return replace(
@@ -134,11 +140,11 @@ def run_status(path: Path) -> RunStatus:
         )
     checkpoint = run.load_checkpoint() or {}
     iteration = int(checkpoint.get("iteration", 0))
-    latest = _latest_evaluation(run)
+    latest = periodic[-1] if periodic else None
     n_iterations, env_steps = checkpoint.get("n_iterations"), checkpoint.get("env_steps")
     if n_iterations is None and latest is not None and latest[0] > 0:
         # a checkpoint that did not record them: the meta-tests give the steps per iteration
-        per_iteration = latest[1] // latest[0]
+        per_iteration = latest[1].env_steps // latest[0]
         env_steps = iteration * per_iteration
         n_iterations = start.env_steps_budget // per_iteration if per_iteration else None
     holder = _lock_holder(path)
@@ -155,7 +161,7 @@ def run_status(path: Path) -> RunStatus:
         n_iterations=None if n_iterations is None else int(n_iterations),
         env_steps=None if env_steps is None else int(env_steps),
         wall_time_s=checkpoint.get("wall_time"),
-        metatest=None if latest is None else latest[2],
+        metatest=None if latest is None else latest[1],
         holder=holder,
     )
 
@@ -171,17 +177,18 @@ def _result(run: RunDirectory) -> dict[str, Any] | None:
         return None
 
 
-def _latest_evaluation(run: RunDirectory) -> tuple[int, int, MetaTestPoint] | None:
-    """The last periodic meta-test: its iteration, env steps and figures (``None``: none)."""
-    files = sorted(run.evaluations.glob("iteration-*.json"))
-    for file in reversed(files):  # the newest readable one
+def _periodic_metatests(run: RunDirectory) -> list[tuple[int, MetaTestPoint]]:
+    """The readable periodic meta-tests, in order of iteration: each one's iteration and
+    figures (a file being written or damaged is passed over)."""
+    points = []
+    for file in sorted(run.evaluations.glob("iteration-*.json")):
         try:
             record = json.loads(file.read_text())
-            iteration, env_steps = int(record["iteration"]), int(record["env_steps"])
-            return iteration, env_steps, MetaTestPoint.from_record(record, env_steps)
+            env_steps = int(record["env_steps"])
+            points.append((int(record["iteration"]), MetaTestPoint.from_record(record, env_steps)))
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    return None
+    return points
 
 
 def _lock_holder(path: Path) -> str | None:

@@ -12,6 +12,7 @@ import torch
 
 from metabench.cli import main
 from metabench.harness.hooks import StopOnInterrupt
+from metabench.harness.report import status_table
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.stats import format_steps
@@ -130,6 +131,34 @@ def test_cli_prints_a_row_per_run(stopped_run, tmp_path, capsys):
     assert f"at {2 * STEPS_PER_ITERATION} steps" in out
     assert main(["status", str(tmp_path / "nothing")]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_the_best_periodic_meta_test_is_the_first_of_highest_success(stopped_run):
+    paths = [stopped_run / "evaluations" / f"iteration-{i:06d}.json" for i in (1, 2)]
+    records = [json.loads(path.read_text()) for path in paths]
+    rates = [record["aggregate"]["test_episode_success_rate"] for record in records]
+    best = run_status(stopped_run).best
+    assert best is not None and best.success == max(rates)
+    assert best.env_steps == (1 + rates.index(max(rates))) * STEPS_PER_ITERATION
+
+    for iteration, (path, record) in enumerate(zip(paths, records, strict=True), start=1):
+        record["aggregate"]["test_episode_success_rate"] = 0.5  # equals: the first one is best
+        record["aggregate"]["metaworld_success_rate"] = 1.0 - iteration / 10
+        path.write_text(json.dumps(record))
+    best = run_status(stopped_run).best
+    assert best is not None and best.success == 0.5 and best.env_steps == STEPS_PER_ITERATION
+    assert best.metaworld_success == pytest.approx(0.9)
+    assert best.test_return == periodic_return(stopped_run, 1)
+    column = status_table([run_status(stopped_run)], stopped_run).columns[-1]
+    assert column.header == "best during training"
+    assert list(column.cells) == [
+        f"success 0.50 at {STEPS_PER_ITERATION} steps (Meta-World's count 0.90)"
+    ]
+
+    for path, record in zip(paths, records, strict=True):  # a benchmark without success
+        del record["aggregate"]["test_episode_success_rate"]
+        path.write_text(json.dumps(record))
+    assert run_status(stopped_run).best is None
 
 
 @pytest.mark.parametrize(
