@@ -54,11 +54,10 @@ def results_markdown(
     comparisons: Sequence[Comparison] = (),
 ) -> str:
     """A Markdown page of the ``runs`` below ``root`` (from :func:`collect_results`) and their
-    ``summaries``: the ``comparisons`` between algorithms (from
-    :func:`~metabench.harness.stats.compare`), the ``figures`` (image paths relative to the
-    page), each run's best meta-test during training (where it made periodic ones), one row per
-    run, the ``failures`` (from :func:`collect_failures`), then the published
-    settings and numbers."""
+    ``summaries``: each run's best meta-test during training (where it made periodic ones), the
+    ``comparisons`` between algorithms (from :func:`~metabench.harness.stats.compare`), the
+    ``figures`` (image paths relative to the page), one row per run, the ``failures`` (from
+    :func:`collect_failures`), then the published settings and numbers."""
     lines = [
         "# Results",
         "",
