@@ -407,11 +407,13 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
     the files written, and the summaries they show. A result file the tables cannot use is named
     in a warning (on stderr) and left out; a file of the user's in ``out`` is never replaced
     (``option`` is the command-line option that chose ``out``)."""
+    from metabench.harness.comparisons import compare
     from metabench.harness.generated import write_generated
     from metabench.harness.plots import render_plots
+    from metabench.harness.resultfile import collect_results
     from metabench.harness.run import RunError
-    from metabench.harness.stats import compare, summarize, summary_csv
-    from metabench.harness.tables import collect_failures, collect_results, results_markdown
+    from metabench.harness.stats import summarize, summary_csv
+    from metabench.harness.tables import collect_failures, results_markdown
 
     if out.exists() and not out.is_dir():
         raise RunError(
@@ -541,8 +543,8 @@ def table_command(args: argparse.Namespace) -> None:
 def plot_command(args: argparse.Namespace) -> None:
     from metabench.harness.generated import write_generated
     from metabench.harness.plots import render_plots
+    from metabench.harness.resultfile import collect_results
     from metabench.harness.run import RunError
-    from metabench.harness.tables import collect_results
 
     if not args.results.is_dir():
         raise ValueError(f"--results {args.results} is not a folder")

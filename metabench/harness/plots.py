@@ -22,18 +22,15 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from metabench.harness.periodic import PUBLISHED_SUCCESS_METRIC, periodic_metatests
-from metabench.harness.references import load_references
-from metabench.harness.stats import (
+from metabench.harness.comparisons import (
     COMPARISON_RESAMPLES,
-    Result,
-    ResultLike,
     benchmark_scores,
-    group_runs,
     improvement_interval,
     performance_profile,
-    seed_intervals,
 )
+from metabench.harness.periodic import PUBLISHED_SUCCESS_METRIC, periodic_metatests
+from metabench.harness.references import load_references
+from metabench.harness.stats import Result, ResultLike, group_runs, seed_intervals
 
 __all__ = [
     "DPI",
@@ -401,8 +398,8 @@ def profile_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     """Per benchmark with at least two algorithms, a PNG ``profile_<benchmark>.png``: rliable's
     performance profile of each algorithm (the fraction of its runs whose score is above a
     threshold, against the threshold) with a 95% stratified bootstrap band over seeds. The score
-    is :func:`~metabench.harness.stats.benchmark_scores`' (success, or normalised return), named
-    in the title. Sorted by benchmark."""
+    is :func:`~metabench.harness.comparisons.benchmark_scores`' (success, or normalised return),
+    named in the title. Sorted by benchmark."""
     plots = {}
     for benchmark, groups in _by_benchmark(results).items():
         label, scores = benchmark_scores(groups)

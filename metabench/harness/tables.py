@@ -7,19 +7,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from metabench.harness.comparisons import Comparison, comparison_markdown
 from metabench.harness.periodic import best_during_training, best_during_training_markdown
 from metabench.harness.references import load_references
-from metabench.harness.resultfile import (  # noqa: F401 - the result file's names, re-exported
-    REQUIRED,
-    RESULT_FILE,
-    CorruptResultError,
-    collect_results,
-    read_result,
-)
+from metabench.harness.resultfile import RESULT_FILE
 from metabench.harness.stats import (
-    Comparison,
     Summary,
-    comparison_markdown,
     episode_success_rate,
     format_number,
     per_task_success_markdown,
@@ -53,11 +46,12 @@ def results_markdown(
     failures: Sequence[tuple[Path, dict[str, Any]]] = (),
     comparisons: Sequence[Comparison] = (),
 ) -> str:
-    """A Markdown page of the ``runs`` below ``root`` (from :func:`collect_results`) and their
-    ``summaries``: each run's best meta-test during training (where it made periodic ones), the
-    ``comparisons`` between algorithms (from :func:`~metabench.harness.stats.compare`), the
-    ``figures`` (image paths relative to the page), one row per run, the ``failures`` (from
-    :func:`collect_failures`), then the published settings and numbers."""
+    """A Markdown page of the ``runs`` below ``root`` (from
+    :func:`~metabench.harness.resultfile.collect_results`) and their ``summaries``: each run's best
+    meta-test during training (where it made periodic ones), the ``comparisons`` between
+    algorithms (from :func:`~metabench.harness.comparisons.compare`), the ``figures`` (image paths
+    relative to the page), one row per run, the ``failures`` (from :func:`collect_failures`), then
+    the published settings and numbers."""
     lines = [
         "# Results",
         "",

@@ -20,7 +20,14 @@ from rich.console import Console
 from scipy import stats
 
 from metabench.harness import plots
-from metabench.harness import stats as stats_module
+from metabench.harness.comparisons import (
+    benchmark_scores,
+    compare,
+    comparison_markdown,
+    improvement_interval,
+    performance_profile,
+    probability_of_improvement,
+)
 from metabench.harness.periodic import periodic_metatests
 from metabench.harness.report import grid_tables
 from metabench.harness.stats import (
@@ -568,26 +575,26 @@ def test_probability_of_improvement_is_the_mann_whitney_u_by_hand() -> None:
     wins = sum(1.0 if a > b else 0.5 if a == b else 0.0 for a in x for b in y)
     assert wins == 7.5  # 1: none; 4: beats 2, ties 4; 6 and 6: beat all three
     expected = wins / (len(x) * len(y))
-    assert stats_module.probability_of_improvement(x, y) == pytest.approx(expected)
+    assert probability_of_improvement(x, y) == pytest.approx(expected)
     u = stats.mannwhitneyu(x, y, alternative="greater").statistic
     assert u / (len(x) * len(y)) == pytest.approx(expected)
-    assert stats_module.probability_of_improvement(y, x) == pytest.approx(1 - expected)
-    assert stats_module.probability_of_improvement(x, x) == 0.5
+    assert probability_of_improvement(y, x) == pytest.approx(1 - expected)
+    assert probability_of_improvement(x, x) == 0.5
 
 
 def test_improvement_interval_brackets_the_estimate_and_needs_two_seeds_a_side() -> None:
     x, y = [3.0, 5.0, 4.0, 6.0], [1.0, 4.5, 2.0]
-    interval = stats_module.improvement_interval(x, y, n_resamples=500)
-    assert interval.mean == stats_module.probability_of_improvement(x, y)
+    interval = improvement_interval(x, y, n_resamples=500)
+    assert interval.mean == probability_of_improvement(x, y)
     assert 0.0 <= interval.low <= interval.mean <= interval.high <= 1.0
-    one = stats_module.improvement_interval(x, [2.0])
+    one = improvement_interval(x, [2.0])
     assert one.mean == 1.0 and math.isnan(one.low) and math.isnan(one.high)
 
 
 def test_performance_profile_counts_the_runs_above_each_threshold() -> None:
     scores = {"a": np.array([0.1, 0.4, 0.4, 0.9]), "b": np.array([0.5]), "c": np.ones(3)}
     thresholds = [0.0, 0.4, 0.5, 0.95]
-    profiles = stats_module.performance_profile(scores, thresholds, n_resamples=500)
+    profiles = performance_profile(scores, thresholds, n_resamples=500)
     for name, values in scores.items():
         counted = [sum(v > t for v in values) / len(values) for t in thresholds]
         assert [i.mean for i in profiles[name]] == pytest.approx(counted)
@@ -613,16 +620,16 @@ def test_benchmark_scores_normalise_by_nop_and_oracle_or_use_success() -> None:
         "oracle": with_returns("B", "oracle", [9.0, 11.0]),
         "x": with_returns("B", "x", [-1.0, 4.0]),
     }
-    label, scores = stats_module.benchmark_scores(groups)
+    label, scores = benchmark_scores(groups)
     assert "nop's mean" in label
     assert scores["x"] == pytest.approx([(-1.0 + 11.0) / 21.0, (4.0 + 11.0) / 21.0])
     assert np.mean(scores["nop"]) == pytest.approx(0.0)
     assert np.mean(scores["oracle"]) == pytest.approx(1.0)
-    label, scores = stats_module.benchmark_scores({"x": groups["x"], "y": groups["nop"]})
+    label, scores = benchmark_scores({"x": groups["x"], "y": groups["nop"]})
     assert "lowest run" in label  # no nop and oracle: 0 is the lowest run, 1 the highest
     assert scores["y"].tolist() == [pytest.approx(2 / 16), 0.0]
     assert scores["x"].tolist() == [pytest.approx(11 / 16), 1.0]
-    label, scores = stats_module.benchmark_scores({"rl2": success_runs("rl2", [0.25, 0.75])})
+    label, scores = benchmark_scores({"rl2": success_runs("rl2", [0.25, 0.75])})
     assert label.startswith("meta-test success") and scores["rl2"].tolist() == [0.25, 0.75]
 
 
@@ -635,19 +642,19 @@ def test_compare_tables_label_seeds_and_leave_out_single_seeds() -> None:
         *with_returns("Ones", "a", [1.0]),
         *with_returns("Ones", "b", [2.0]),
     ]
-    comparisons = stats_module.compare(results)
+    comparisons = compare(results)
     assert [c.benchmark for c in comparisons] == ["B", "Ones"]
     b = comparisons[0]
     assert b.algorithms == ("a", "b", "c") and b.n_seeds == (3, 2, 1)
     assert b.improvement[0][1] == pytest.approx(3 / 6)  # 3 > 2; 5 > 2, 4: 3 wins of 6
     assert b.improvement[0][2] is None and b.improvement[0][0] is None
-    page = stats_module.comparison_markdown(comparisons)
+    page = comparison_markdown(comparisons)
     section_b, section_ones = page.split("### B")[1].split("### Ones")
     assert "| a (3 seeds) | — | 0.50 |" in section_b
     assert "| c (1 seed) |" in section_b  # in the profile, not in P(row > column)
     assert "one seed each: c." in section_b
     assert "not meaningful here" in section_ones and "P(row > column) |" not in section_ones
-    assert stats_module.comparison_markdown([]) == ""
+    assert comparison_markdown([]) == ""
 
 
 def test_comparison_plots_one_profile_per_compared_benchmark(tmp_path: Path) -> None:
