@@ -412,8 +412,8 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
     from metabench.harness.plots import render_plots
     from metabench.harness.resultfile import collect_results
     from metabench.harness.run import RunError
-    from metabench.harness.stats import summarize, summary_csv
-    from metabench.harness.tables import collect_failures, results_markdown
+    from metabench.harness.stats import summarize
+    from metabench.harness.tables import collect_failures, results_markdown, summary_csv
 
     if out.exists() and not out.is_dir():
         raise RunError(

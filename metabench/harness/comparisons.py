@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from metabench.harness.formatting import format_interval, format_number
 from metabench.harness.stats import (
     Interval,
     Result,
@@ -21,8 +22,6 @@ from metabench.harness.stats import (
     check_confidence,
     checked_sample,
     episode_success_rate,
-    format_interval,
-    format_number,
     group_runs,
     seeded_global_rng,
 )

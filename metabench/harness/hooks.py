@@ -20,10 +20,11 @@ from torch.utils.tensorboard import SummaryWriter
 
 from metabench.evaluation import MetaTestResult
 from metabench.harness.atomic import atomic_write_json
+from metabench.harness.formatting import format_duration
 from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
 from metabench.harness.schedule import MetaTestSchedule
-from metabench.harness.stats import format_duration, metatrain_return
+from metabench.harness.stats import metatrain_return
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 from metabench.rng import EVALUATION
 

@@ -17,15 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from metabench.evaluation import ResultVersionError, upgrade_record
+from metabench.harness.formatting import format_interval, format_number, format_steps
 from metabench.harness.references import load_references
 from metabench.harness.stats import (
     Interval,
     Result,
     bootstrap_ci,
     episode_success_rate,
-    format_interval,
-    format_number,
-    format_steps,
     group_runs,
 )
 

@@ -13,7 +13,8 @@ from rich.table import Table
 from metabench.evaluation import MetaTestResult
 from metabench.harness.cells import Cell
 from metabench.harness.costs import CellCost, CellTimes
-from metabench.harness.stats import Interval, Summary, format_duration, format_number, format_steps
+from metabench.harness.formatting import format_duration, format_number, format_steps
+from metabench.harness.stats import Interval, Summary
 from metabench.harness.status import RunStatus
 
 

@@ -1,5 +1,7 @@
-"""Statistics over seeds: bootstrap confidence intervals, interquartile means and summary tables
-(the comparisons between algorithms are in :mod:`metabench.harness.comparisons`).
+"""Statistics over seeds: bootstrap confidence intervals, interquartile means and the summary of
+each algorithm's runs (the comparisons between algorithms are in
+:mod:`metabench.harness.comparisons`, the tables built from both in
+:mod:`metabench.harness.tables`).
 
 The unit of resampling is the **seed** (one independent training run). Each run contributes one
 number per metric, its own aggregate over the test tasks (``metatest.aggregate``); episodes and
@@ -8,6 +10,7 @@ tasks are never resampled, since they are not independent of each other within a
 Typical use::
 
     from metabench.harness.resultfile import collect_results
+    from metabench.harness.tables import summary_markdown
     summaries = summarize(collect_results(Path("results")))
     print(summary_markdown(summaries))
 """
@@ -15,10 +18,8 @@ Typical use::
 from __future__ import annotations
 
 import contextlib
-import csv
 import dataclasses
 import inspect
-import io
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -26,6 +27,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+
+from metabench.harness.formatting import format_steps
 
 __all__ = [
     "METATRAIN_RETURN_KEYS",
@@ -39,12 +42,9 @@ __all__ = [
     "group_runs",
     "iqm",
     "metatrain_return",
-    "per_task_success_markdown",
     "seed_intervals",
     "seeded_global_rng",
     "summarize",
-    "summary_csv",
-    "summary_markdown",
     "task_bootstrap_ci",
 ]
 
@@ -477,240 +477,3 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
             )
         )
     return summaries
-
-
-# -- tables --------------------------------------------------------------------------------------
-def format_number(value: float | None, digits: int = 2) -> str:
-    """``value`` with ``digits`` decimals, or ``n/a`` when missing or not finite."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    return f"{value:.{digits}f}"
-
-
-def format_duration(seconds: float) -> str:
-    """Minutes below an hour, hours above."""
-    return f"{seconds / 60:.1f} min" if seconds < 3600 else f"{seconds / 3600:.2f} h"
-
-
-def format_steps(steps: float) -> str:
-    """Env steps as people write budgets: 2e7, 9.2e6; below 100,000 in full (52,000)."""
-    if steps < 100_000:
-        return f"{steps:,.0f}"
-    mantissa, exponent = f"{float(steps):.1e}".split("e")
-    return f"{mantissa.removesuffix('.0')}e{int(exponent)}"
-
-
-def format_interval(interval: Interval | None, digits: int) -> str:
-    """``mean [low, high]`` with ``digits`` decimals; the mean alone without an interval (one
-    seed), ``n/a`` when missing."""
-    if interval is None or not math.isfinite(interval.mean):
-        return "n/a"
-    text = format_number(interval.mean, digits)
-    if math.isfinite(interval.low) and math.isfinite(interval.high):
-        text += f" [{format_number(interval.low, digits)}, {format_number(interval.high, digits)}]"
-    return text
-
-
-def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> str:
-    """Markdown: one table per benchmark, one row per algorithm.
-
-    Numbers are ``mean [low, high]`` with a bootstrap CI over seeds (``confidence`` is only the
-    label; use the one given to :func:`summarize`); a single seed shows the mean alone. IQM
-    columns show "—" with fewer than :data:`MIN_SEEDS_FOR_IQM` seeds.
-    """
-    if not summaries:
-        return ""
-    pct = f"{confidence:.0%}"
-    lines = [
-        f"Mean over seeds with a {pct} bootstrap confidence interval over seeds [low, high] "
-        f"(rliable's stratified percentile bootstrap; none with a single seed); IQM = "
-        f"interquartile mean over seeds, shown with at least "
-        f"{MIN_SEEDS_FOR_IQM} seeds. Pre-adaptation: the exploration episodes; post-adaptation: "
-        f"the test episodes after `adapt_policy`; gain: post minus pre. ± test tasks: half the "
-        f"width of a {pct} bootstrap interval over the test tasks of one run (the meta-test's "
-        f"own noise), averaged over seeds. Meta-test success: the fraction of test episodes "
-        f"that succeeded; Meta-World's count (Meta-World benchmarks): the same episodes counted "
-        f"as Meta-World's evaluator counts them, the first 3 of each class to end (the number "
-        f"Meta-World+ reports, higher).",
-    ]
-    for benchmark in sorted({s.benchmark for s in summaries}):
-        rows = [s for s in summaries if s.benchmark == benchmark]
-        counted = any(s.metaworld_success is not None for s in rows)
-        lines += [
-            "",
-            f"### {benchmark}",
-            "",
-            "| algorithm | seeds | env steps | wall time | meta-train return | "
-            "pre-adaptation return | post-adaptation return | ± test tasks | gain | "
-            "IQM return | meta-test success | IQM success |"
-            + (" Meta-World's count |" if counted else ""),
-            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-            + (" --- |" if counted else ""),
-        ]
-        for s in rows:
-            iqm_return = "—" if s.test_return_iqm is None else format_number(s.test_return_iqm, 2)
-            if s.test_success is None:
-                iqm_success = "n/a"
-            else:
-                iqm_success = (
-                    "—" if s.test_success_iqm is None else format_number(s.test_success_iqm, 3)
-                )
-            lines.append(
-                f"| {s.algorithm} | {s.n_seeds} | {s.env_steps:,.0f} | "
-                f"{s.wall_time_s / 60:.1f} min | {format_interval(s.metatrain_return, 2)} | "
-                f"{format_interval(s.pre_return, 2)} | {format_interval(s.test_return, 2)} | "
-                f"{format_number(s.task_noise, 2)} | {format_interval(s.adaptation_gain, 2)} | "
-                f"{iqm_return} | "
-                f"{format_interval(s.test_success, 3)} | {iqm_success} |"
-                + (f" {format_interval(s.metaworld_success, 3)} |" if counted else "")
-            )
-    return "\n".join(lines) + "\n"
-
-
-CSV_COLUMNS = (
-    "benchmark",
-    "algorithm",
-    "n_seeds",
-    "seeds",
-    "env_steps",
-    "wall_time_s",
-    "metatrain_return_mean",
-    "metatrain_return_low",
-    "metatrain_return_high",
-    "test_return_mean",
-    "test_return_low",
-    "test_return_high",
-    "test_return_iqm",
-    "test_success_mean",
-    "test_success_low",
-    "test_success_high",
-    "test_success_iqm",
-    "pre_return_mean",
-    "adaptation_gain_mean",
-    "adaptation_gain_low",
-    "adaptation_gain_high",
-    "test_task_noise",
-    "metaworld_success_mean",
-    "metaworld_success_low",
-    "metaworld_success_high",
-)
-"""Columns of :func:`summary_csv`."""
-
-
-def _cell(value: float | None) -> str:
-    """Full precision; empty for a missing or non-finite number."""
-    if value is None or not math.isfinite(value):
-        return ""
-    return repr(float(value))
-
-
-def summary_csv(summaries: Sequence[Summary]) -> str:
-    """CSV with :data:`CSV_COLUMNS`, one row per summary (sorted by benchmark, algorithm).
-
-    Numbers are written at full precision; a missing number (no interval from one seed, no
-    success reported, IQM with too few seeds) is an empty cell. ``seeds`` is space-separated.
-    """
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(CSV_COLUMNS)
-    for s in sorted(summaries, key=lambda s: (s.benchmark, s.algorithm)):
-        train = s.metatrain_return or Interval(math.nan, math.nan, math.nan)
-        success = s.test_success or Interval(math.nan, math.nan, math.nan)
-        writer.writerow(
-            [
-                s.benchmark,
-                s.algorithm,
-                s.n_seeds,
-                " ".join(str(seed) for seed in s.seeds),
-                _cell(s.env_steps),
-                _cell(s.wall_time_s),
-                *(_cell(v) for v in train),
-                *(_cell(v) for v in s.test_return),
-                _cell(s.test_return_iqm),
-                *(_cell(v) for v in success),
-                _cell(s.test_success_iqm),
-                _cell(None if s.pre_return is None else s.pre_return.mean),
-                *(_cell(v) for v in s.adaptation_gain or (math.nan,) * 3),
-                _cell(s.task_noise),
-                *(_cell(v) for v in s.metaworld_success or (math.nan,) * 3),
-            ]
-        )
-    return out.getvalue()
-
-
-# -- per-task success ----------------------------------------------------------------------------
-def _env_name(task: Any) -> str | None:
-    """The env name of a recorded Meta-World task (``{"env_name": ..., "data": ...}``)."""
-    if isinstance(task, Mapping) and isinstance(task.get("env_name"), str) and "data" in task:
-        return str(task["env_name"])
-    return None
-
-
-def _task_success(task: Mapping[str, Any]) -> float | None:
-    """The fraction of the task's test episodes that succeeded, ``None`` if not reported."""
-    successes = task.get("episode_successes")
-    if successes is None:
-        return None
-    return float(np.mean(successes[int(task["exploration_episodes"]) :]))
-
-
-def per_task_success_markdown(results: Iterable[ResultLike], key: str = "metatest") -> str:
-    """Markdown: per benchmark, the post-adaptation success rate of each env name (rows) for each
-    algorithm (columns), in the results' ``key`` meta-test (``"metatest"``: the held-out tasks;
-    ``"train_evaluation"``: the training tasks, Meta-World's meta-train success).
-
-    Only tasks recorded as Meta-World tasks (``{"env_name": ..., "data": ...}``) that report
-    success count. A task's rate is the fraction of its test episodes that succeeded.
-    Each cell is the mean over seeds of that seed's success rate over its tasks of that env name
-    (so all the goals of one env count together); "n/a" if the algorithm has no such task.
-    The result is ``""`` if no run reports success on such tasks.
-    """
-    # (benchmark, algorithm, env_name) -> per seed: list of task successes
-    cells: dict[tuple[str, str, str], dict[int, list[float]]] = {}
-    for (benchmark, algorithm), runs in group_runs(results).items():
-        for run in runs:
-            seed = int(run["config"]["seed"])
-            for task in run.get(key, {}).get("tasks", []):
-                name, success = _env_name(task.get("task")), _task_success(task)
-                if name is None or success is None:
-                    continue
-                cells.setdefault((benchmark, algorithm, name), {}).setdefault(seed, []).append(
-                    success
-                )
-    if not cells:
-        return ""
-    lines = [
-        "Post-adaptation success rate per env (the fraction of test episodes that succeeded, "
-        "Meta-World's rule): mean over seeds of each seed's rate over the tasks of that env. "
-        "All envs: mean over seeds of each seed's mean over its envs (each env weighs the same, "
-        "as in the Meta-World paper's success rates).",
-    ]
-    for benchmark in sorted({key[0] for key in cells}):
-        algorithms = sorted({key[1] for key in cells if key[0] == benchmark})
-        names = sorted({key[2] for key in cells if key[0] == benchmark})
-        lines += [
-            "",
-            f"### {benchmark}",
-            "",
-            "| env | " + " | ".join(algorithms) + " |",
-            "| --- |" + " --- |" * len(algorithms),
-        ]
-        for name in names:
-            row = []
-            for algorithm in algorithms:
-                per_seed = cells.get((benchmark, algorithm, name))
-                if per_seed is None:
-                    row.append("n/a")
-                    continue
-                rate = float(np.mean([np.mean(v) for v in per_seed.values()]))
-                row.append(f"{rate:.3f}")
-            lines.append(f"| {name} | " + " | ".join(row) + " |")
-        overall = []
-        for algorithm in algorithms:
-            by_seed: dict[int, list[float]] = {}
-            for name in names:
-                for seed, successes in cells.get((benchmark, algorithm, name), {}).items():
-                    by_seed.setdefault(seed, []).append(float(np.mean(successes)))
-            overall.append(f"{np.mean([np.mean(v) for v in by_seed.values()]):.3f}")
-        lines.append("| **all envs** | " + " | ".join(overall) + " |")
-    return "\n".join(lines) + "\n"

@@ -36,12 +36,10 @@ from metabench.harness.stats import (
     bootstrap_cis,
     group_runs,
     iqm,
-    per_task_success_markdown,
     seed_intervals,
     summarize,
-    summary_csv,
-    summary_markdown,
 )
+from metabench.harness.tables import per_task_success_markdown, summary_csv, summary_markdown
 from tests.factories import make_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

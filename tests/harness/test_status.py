@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from metabench.cli import main
+from metabench.harness.formatting import format_steps
 from metabench.harness.hooks import StopOnInterrupt
 from metabench.harness.report import status_table
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
-from metabench.harness.stats import format_steps
 from metabench.harness.status import find_runs, run_status
 from metabench.harness.training import train
 

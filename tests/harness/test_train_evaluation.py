@@ -11,7 +11,7 @@ import pytest
 from metabench.cli import main
 from metabench.evaluation import task_from_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.stats import per_task_success_markdown
+from metabench.harness.tables import per_task_success_markdown
 from metabench.tasks.metaworld import MetaWorldTaskSampler
 
 pytestmark = pytest.mark.metaworld
