@@ -149,8 +149,9 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
     """Markdown: one table per benchmark, one row per algorithm.
 
     Numbers are ``mean [low, high]`` with a bootstrap CI over seeds (``confidence`` is only the
-    label; use the one given to :func:`summarize`); a single seed shows the mean alone. IQM
-    columns show "—" with fewer than :data:`MIN_SEEDS_FOR_IQM` seeds.
+    label; use the one given to :func:`~metabench.harness.stats.summarize`); a single seed shows
+    the mean alone. IQM columns show "—" with fewer than
+    :data:`~metabench.harness.stats.MIN_SEEDS_FOR_IQM` seeds.
     """
     if not summaries:
         return ""
