@@ -16,6 +16,7 @@ from typing import Any
 
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.harness.run import RunDirectory, RunError
+from metabench.harness.stats import episode_success_rate
 from metabench.harness.tables import ERROR_FILE
 
 
@@ -38,7 +39,7 @@ class MetaTestPoint:
         return cls(
             env_steps=env_steps,
             test_return=float(aggregate["test_return"]),
-            success=aggregate.get("test_episode_success_rate"),
+            success=episode_success_rate(aggregate),
             metaworld_success=aggregate.get("metaworld_success_rate"),
         )
 

@@ -102,6 +102,20 @@ def test_a_checkpoint_without_the_run_length_takes_it_from_the_meta_tests(stoppe
     assert unknown.metatest is None and unknown.time_left_s is None
 
 
+def test_the_success_shown_is_the_one_the_tables_report(stopped_run):
+    """A record from before the episode count was stored gives its per-task rate, as in
+    ``metabench table``; a newer one gives the episode count, not the per-task rate."""
+    path = stopped_run / "evaluations" / "iteration-000002.json"
+    record = json.loads(path.read_text())
+    record["aggregate"].pop("test_episode_success_rate", None)
+    record["aggregate"]["test_success_rate"] = 0.25
+    path.write_text(json.dumps(record))
+    assert run_status(stopped_run).metatest.success == 0.25
+    record["aggregate"]["test_episode_success_rate"] = 0.5
+    path.write_text(json.dumps(record))
+    assert run_status(stopped_run).metatest.success == 0.5
+
+
 def test_failed_and_not_started_runs(stopped_run, tmp_path):
     (stopped_run / "error.json").write_text("{}")
     assert run_status(stopped_run).state == "failed"
@@ -156,7 +170,7 @@ def test_the_best_periodic_meta_test_is_the_first_of_highest_success(stopped_run
     ]
 
     for path, record in zip(paths, records, strict=True):  # a benchmark without success
-        del record["aggregate"]["test_episode_success_rate"]
+        record["aggregate"].update(test_episode_success_rate=None, test_success_rate=None)
         path.write_text(json.dumps(record))
     assert run_status(stopped_run).best is None
 
