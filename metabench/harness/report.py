@@ -98,7 +98,7 @@ def grid_tables(summaries: Sequence[Summary], title: str) -> list[Table]:
                 summary.algorithm,
                 str(summary.n_seeds),
                 f"{summary.env_steps:,.0f}",
-                f"{summary.wall_time_s / 60:.1f} min",
+                format_duration(summary.wall_time_s),
                 format_number(_mean(summary.pre_return), 1),
                 format_number(summary.test_return.mean, 1),
                 _interval(summary.test_return),
@@ -194,7 +194,7 @@ def plan_table(
             f"{times.iteration_s:.1f}",
             f"{times.steps_per_s:,.0f}",
             f"{times.steps_per_s / ceiling:.2f}" if ceiling > 0 and cost.iterations else "-",
-            f"{cost.metatest_s / 60:.1f} min",
+            format_duration(cost.metatest_s),
             format_duration(cost.total_s),
         )
     return table

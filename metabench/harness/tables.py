@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from metabench.harness.comparisons import Comparison, comparison_markdown
-from metabench.harness.formatting import format_interval, format_number
+from metabench.harness.formatting import format_duration, format_interval, format_number
 from metabench.harness.periodic import best_during_training, best_during_training_markdown
 from metabench.harness.references import load_references
 from metabench.harness.resultfile import RESULT_FILE
@@ -104,7 +104,7 @@ def results_markdown(
         curve = " → ".join(format_number(v) for v in aggregate["return_per_episode"])
         lines.append(
             f"| {config['benchmark']} | {config['algorithm']} | {config['seed']} | "
-            f"{result['env_steps']:,} | {result['wall_time_s'] / 60:.1f} min | {curve} | "
+            f"{result['env_steps']:,} | {format_duration(result['wall_time_s'])} | {curve} | "
             f"{format_number(test_return)} | {format_number(success)} | "
             f"`{path.parent.relative_to(root)}` |"
         )
@@ -192,7 +192,7 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
                 )
             lines.append(
                 f"| {s.algorithm} | {s.n_seeds} | {s.env_steps:,.0f} | "
-                f"{s.wall_time_s / 60:.1f} min | {format_interval(s.metatrain_return, 2)} | "
+                f"{format_duration(s.wall_time_s)} | {format_interval(s.metatrain_return, 2)} | "
                 f"{format_interval(s.pre_return, 2)} | {format_interval(s.test_return, 2)} | "
                 f"{format_number(s.task_noise, 2)} | {format_interval(s.adaptation_gain, 2)} | "
                 f"{iqm_return} | "
