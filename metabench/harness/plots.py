@@ -13,7 +13,7 @@ from __future__ import annotations
 import io
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,13 @@ from metabench.harness.comparisons import (
 )
 from metabench.harness.periodic import PUBLISHED_SUCCESS_METRIC, periodic_metatests
 from metabench.harness.references import load_references
-from metabench.harness.stats import Result, ResultLike, group_runs, seed_intervals
+from metabench.harness.stats import (
+    Result,
+    ResultLike,
+    episode_success_rate,
+    group_runs,
+    seed_intervals,
+)
 
 __all__ = [
     "DPI",
@@ -233,30 +239,30 @@ def return_by_task_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
 
 def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, Any]]]]) -> bytes:
     with_success = any(
-        e["aggregate"].get("test_episode_success_rate") is not None
-        for _, _, evals in runs
-        for e in evals
+        episode_success_rate(e["aggregate"]) is not None for _, _, evals in runs for e in evals
     )
-    panels = [("test_return", "return_per_episode", "return")]
-    if with_success:
-        panels.insert(0, ("test_episode_success_rate", "success_rate_per_episode", "success"))
+    panels: list[tuple[Callable[[dict[str, Any]], float | None], str, str]] = [
+        (lambda aggregate: aggregate.get("test_return"), "return_per_episode", "return")
+    ]
+    if with_success:  # the success the tables report, per-task for records that predate it
+        panels.insert(0, (episode_success_rate, "success_rate_per_episode", "success"))
     fig = Figure(
         figsize=(PANEL_SIZE[0] * len(panels), PANEL_SIZE[1]), dpi=DPI, layout="constrained"
     )
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
-    for ax, (post_key, curve_key, name) in zip(axes, panels, strict=True):
+    for ax, (post_of, curve_key, name) in zip(axes, panels, strict=True):
         for i, (name_of_run, result, evals) in enumerate(runs):
             config, color = result["config"], f"C{i}"
             steps = [e["env_steps"] for e in evals]
-            post = [e["aggregate"].get(post_key, np.nan) for e in evals]
+            post = [_or_nan(post_of(e["aggregate"])) for e in evals]
             pre = [(e["aggregate"].get(curve_key) or [np.nan])[0] for e in evals]
             label = f"{name_of_run} seed {config['seed']}"
             ax.plot(steps, post, color=color, marker="o", markersize=3, label=f"{label}: test")
             ax.plot(steps, pre, color=color, linestyle=":", label=f"{label}: first episode")
-            final = result["metatest"]["aggregate"]
-            if final.get(post_key) is not None:  # the final meta-test, on every test task
-                ax.plot([result["env_steps"]], [final[post_key]], color=color, marker="*",
+            final = post_of(result["metatest"]["aggregate"])
+            if final is not None:  # the final meta-test, on every test task
+                ax.plot([result["env_steps"]], [final], color=color, marker="*",
                         markersize=12, linestyle="none")  # fmt: skip
         ax.set_xlabel("environment steps of meta-training")
         ax.set_ylabel(f"meta-test {name}")
@@ -275,6 +281,10 @@ def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
+
+
+def _or_nan(value: float | None) -> float:
+    return np.nan if value is None else float(value)
 
 
 def _draw_published(ax: Axes, benchmark: str) -> None:

@@ -536,6 +536,40 @@ def test_learning_curves_name_runs_by_setting_and_draw_the_published_success(
     assert "rl2 (2,000 steps, clip_actions=false) seed 0: test" in labels
 
 
+def test_learning_curves_plot_the_success_the_tables_report_for_older_records(
+    tmp_path: Path, monkeypatch
+) -> None:
+    # records written before the per-episode count was stored carry only the per-task rate:
+    # the learning plot shows it, as the tables (stats.episode_success_rate) do
+    def older(record: dict) -> dict:
+        aggregate = dict(record["aggregate"])
+        del aggregate["test_episode_success_rate"]
+        aggregate["test_success_rate"] = 0.25 if "iteration" in record else 0.75
+        return {**record, "aggregate": aggregate}
+
+    folder = tmp_path / "run"
+    (folder / "evaluations").mkdir(parents=True)
+    result = make_result("ML10", "rl2", 0, [[0.0, 1.0]], successes=[[False, True]])
+    result["metatest"] = older(result["metatest"])
+    periodic = make_result("ML10", "rl2", 0, [[0.0, 1.0]], successes=[[False, True]])
+    record = older({"iteration": 1, "env_steps": 100, **periodic["metatest"]})
+    (folder / "evaluations" / "iteration-000001.json").write_text(json.dumps(record))
+
+    drawn: dict[str, list[float]] = {}
+    real_plot = Axes.plot
+
+    def plot(ax: Axes, x: list, y: list, *args: Any, **kw: Any) -> Any:
+        drawn.setdefault(kw.get("label", "star"), []).extend(y)
+        return real_plot(ax, x, y, *args, **kw)
+
+    monkeypatch.setattr(Axes, "plot", plot)
+    pngs = plots.learning_curve_plots([(folder / "result.json", result)])
+    ml10 = imread(io.BytesIO(pngs["learning_ML10.png"]), format="png")
+    assert ml10.shape[1] == 2 * int(plots.PANEL_SIZE[0] * plots.DPI)  # success and return
+    assert drawn["rl2 seed 0: test"][0] == 0.25  # the success panel comes first
+    assert 0.75 in drawn["star"]  # the final meta-test's per-task rate
+
+
 # -- rliable: intervals, IQM, performance profiles, probability of improvement -----------------
 def test_iqm_is_the_mean_of_the_middle_half_computed_by_hand() -> None:
     values = np.random.default_rng(5).normal(size=12)
