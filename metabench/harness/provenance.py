@@ -9,6 +9,7 @@ import os
 import platform
 import shlex
 import subprocess
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,15 +62,63 @@ def git_revision(path: str | Path | None = None) -> str | None:
     return f"{revision}-dirty" if status else revision
 
 
-def cpu_model() -> str:
-    """The CPU's model name (Linux's ``/proc/cpuinfo``; elsewhere ``platform.processor()``)."""
+VECTOR_EXTENSIONS = ("avx", "avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile")
+"""The CPU flags that tell which code paths the numeric libraries can take, and so the numbers'
+last bits: MKL chooses its kernels from the hardware, a choice ``torch_capability`` does not
+show."""
+
+KERNEL_ENV_VARS = (
+    "ATEN_CPU_CAPABILITY",
+    "MKL_CBWR",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "OPENBLAS_CORETYPE",
+)
+"""Environment variables that override those choices. On a 2-core AMD EPYC with AVX-512,
+``MKL_CBWR=AVX2`` moved ``make run``'s multitask row from -90.5 to -75.9, while
+``ATEN_CPU_CAPABILITY=avx2`` left every number as it was and changed only ``torch_capability``."""
+
+
+CPUINFO = Path("/proc/cpuinfo")
+"""Where Linux describes the CPU."""
+
+
+def _cpuinfo_field(name: str) -> str | None:
+    """The first ``name : value`` of :data:`CPUINFO` (``None`` where there is none)."""
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.partition(":")[2].strip()
+        for line in CPUINFO.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == name:
+                return value.strip()
     except OSError:
         pass
-    return platform.processor() or "unknown"
+    return None
+
+
+def cpu_model() -> str:
+    """The CPU's model name (Linux's ``/proc/cpuinfo``; elsewhere ``platform.processor()``)."""
+    return _cpuinfo_field("model name") or platform.processor() or "unknown"
+
+
+def vector_extensions() -> list[str] | None:
+    """Which of :data:`VECTOR_EXTENSIONS` the CPU has, in that order (``None`` where
+    ``/proc/cpuinfo`` is not there to say)."""
+    flags = _cpuinfo_field("flags")
+    if flags is None:
+        return None
+    present = set(flags.split())
+    return [flag for flag in VECTOR_EXTENSIONS if flag in present]
+
+
+def cpu_record() -> dict[str, Any]:
+    """What sets the numbers' last bits besides the code and the threads: the CPU, the vector
+    instructions torch's own kernels use and those the CPU has (:data:`VECTOR_EXTENSIONS`), and
+    the :data:`KERNEL_ENV_VARS` that are set."""
+    return {
+        "model": cpu_model(),
+        "torch_capability": torch.backends.cpu.get_cpu_capability(),
+        "vector_extensions": vector_extensions(),
+        "kernel_env": {name: os.environ[name] for name in KERNEL_ENV_VARS if name in os.environ},
+    }
 
 
 def provenance(device: str = "cpu") -> dict[str, Any]:
@@ -80,9 +129,7 @@ def provenance(device: str = "cpu") -> dict[str, Any]:
         "git_revision": git_revision(),
         "python": platform.python_version(),
         "platform": platform.platform(),
-        # what sets the numbers' last bits besides the code: the CPU's vector instructions
-        # (torch's kernels and MuJoCo's pick theirs from it), torch's and the BLAS threads
-        "cpu": {"model": cpu_model(), "torch_capability": torch.backends.cpu.get_cpu_capability()},
+        "cpu": cpu_record(),
         "threads": {
             "torch": torch.get_num_threads(),
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"),
@@ -94,6 +141,27 @@ def provenance(device: str = "cpu") -> dict[str, Any]:
             "cuda": torch.version.cuda,
         }
     return record
+
+
+def provenance_differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    """The facts of :func:`provenance` that differ between a recorded run and this machine, as
+    ``"name: recorded -> here"`` lines (package versions, Python, the CPU record, threads): what
+    to look at when a recorded number is not reproduced. The git revision, the platform string
+    and the GPU are left out (a revision that changed the numbers is the code, not the machine)."""
+
+    def flat(record: Mapping[str, Any]) -> dict[str, Any]:
+        facts = {"python": record.get("python")}
+        for section in ("versions", "cpu", "threads"):
+            for key, value in (record.get(section) or {}).items():
+                facts[f"{section}.{key}"] = value
+        return facts
+
+    before, now = flat(recorded), flat(here)
+    return [
+        f"{name}: {before.get(name)!r} -> {now.get(name)!r}"
+        for name in sorted(before.keys() | now.keys())
+        if before.get(name) != now.get(name)
+    ]
 
 
 def providing_distribution(module: str) -> tuple[str | None, str | None]:

@@ -26,7 +26,7 @@ from metabench.harness.hooks import (
     TensorBoard,
 )
 from metabench.harness.loading import PERIODIC, load_run
-from metabench.harness.provenance import provenance
+from metabench.harness.provenance import provenance, provenance_differences
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
 from metabench.harness.run import (
@@ -200,9 +200,15 @@ def evaluate(
         if holds(json.loads(json_text(result.to_dict())), recorded["metatest"]):
             console.print(f"The same numbers as the run's final meta-test ({result_path}).")
         else:
+            differences = provenance_differences(recorded.get("provenance") or {}, provenance())
+            why = (
+                f"its provenance and this machine differ in {'; '.join(differences)}"
+                if differences
+                else "its provenance records no difference from this machine"
+            )
             console.print(
                 f"[bold yellow]warning:[/] these numbers differ from the final meta-test in "
                 f"{result_path}, measured on the same checkpoint: this machine or its packages "
-                f"compute differently (compare its provenance)"
+                f"compute differently ({why})"
             )
     return result

@@ -72,6 +72,7 @@ def test_nop_result_records_provenance_and_floor(tmp_path):
     assert on_disk["provenance"]["git_revision"]
     cpu = on_disk["provenance"]["cpu"]
     assert cpu["torch_capability"] == torch.backends.cpu.get_cpu_capability() and cpu["model"]
+    assert set(cpu) == {"model", "torch_capability", "vector_extensions", "kernel_env"}
     assert on_disk["config"]["seed"] == 0 and on_disk["env_steps"] == 0
     assert on_disk["wall_time_s"] > 0
     spec = get_benchmark("Bandit")
