@@ -144,23 +144,23 @@ def provenance(device: str = "cpu") -> dict[str, Any]:
 
 
 def provenance_differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
-    """The facts of :func:`provenance` that differ between a recorded run and this machine, as
+    """The facts of :func:`provenance` recorded for a run that differ on this machine, as
     ``"name: recorded -> here"`` lines (package versions, Python, the CPU record, threads): what
     to look at when a recorded number is not reproduced. The git revision, the platform string
     and the GPU are left out (a revision that changed the numbers is the code, not the machine)."""
 
     def flat(record: Mapping[str, Any]) -> dict[str, Any]:
-        facts = {"python": record.get("python")}
+        facts = {"python": record["python"]} if "python" in record else {}
         for section in ("versions", "cpu", "threads"):
             for key, value in (record.get(section) or {}).items():
                 facts[f"{section}.{key}"] = value
         return facts
 
     before, now = flat(recorded), flat(here)
-    return [
-        f"{name}: {before.get(name)!r} -> {now.get(name)!r}"
-        for name in sorted(before.keys() | now.keys())
-        if before.get(name) != now.get(name)
+    return [  # only what the record holds: a fact an older record lacks is unknown, not different
+        f"{name}: {value!r} -> {now.get(name)!r}"
+        for name, value in sorted(before.items())
+        if value != now.get(name)
     ]
 
 
