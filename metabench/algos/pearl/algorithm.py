@@ -380,7 +380,9 @@ class PEARL(MetaRLAlgorithm):
             config.policy_std_reg_weight,
         )
         self.optimizers["policy"].zero_grad()
-        actor_loss.backward()
+        # the policy's gradients only: the Q-functions' own would be thrown away at their next
+        # zero_grad (oyster's backward computes them), a tenth of the step's matrix products
+        actor_loss.backward(inputs=list(self.policy.parameters()))
         self.optimizers["policy"].step()
         if not record:
             return {}
