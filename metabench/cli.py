@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = OneLineParser(
         prog="metabench",
-        description="Meta-RL benchmarks: task envs, RL2 and MAML, meta-test evaluation.",
+        description="Meta-RL benchmarks: task envs, RL2, MAML and PEARL, meta-test evaluation.",
     )
     parser.add_argument(
         "--debug",
