@@ -4,6 +4,7 @@ closed-form trust-region steps, and line searches whose answer is known in advan
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from metabench.algos.common.trpo import (
     conjugate_gradient,
     flat_grad,
     flatten,
+    gauss_newton_vector_product,
     hessian_vector_product,
     line_search_objectives,
     set_flat_params,
@@ -166,6 +168,101 @@ def test_hessian_vector_product_differentiates_through_an_inner_gradient_step() 
     finite_difference = (grad_at(theta + eps * v) - grad_at(theta - eps * v)) / (2 * eps)
     set_flat_params(params, theta)
     torch.testing.assert_close(hvp(v), finite_difference, rtol=1e-6, atol=1e-8)
+
+
+def outputs_after_inner_step(
+    net: nn.Module, log_std: torch.Tensor, obs: torch.Tensor, targets: torch.Tensor
+) -> list[torch.Tensor]:
+    """Means and log-stds after one inner gradient step on ``net`` and ``log_std``, built with
+    ``create_graph=True`` (the MAML case)."""
+    params = [*net.parameters(), log_std]
+    inner = ((net(obs) - targets) ** 2).mean() + ((log_std - 0.5) ** 2).sum()
+    grads = torch.autograd.grad(inner, params, create_graph=True)
+    names = [name for name, _ in net.named_parameters()]
+    adapted = {n: p - 0.3 * g for n, p, g in zip(names, params, grads, strict=False)}
+    mean = torch.func.functional_call(net, adapted, (obs,))
+    return [mean, (log_std - 0.3 * grads[-1]).expand_as(mean)]
+
+
+def kl_from(old: Sequence[torch.Tensor]) -> Callable[[Sequence[torch.Tensor]], torch.Tensor]:
+    """The mean Gaussian ``KL(old || new)`` as a function of the new means and log-stds."""
+    old_mean, old_log_std = (tensor.detach() for tensor in old)
+
+    def kl_of(outputs: Sequence[torch.Tensor]) -> torch.Tensor:
+        mean, log_std = outputs
+        new = Normal(mean, log_std.exp())
+        return kl_divergence(Normal(old_mean, old_log_std.exp()), new).sum(-1).mean()
+
+    return kl_of
+
+
+def inner_step_setup(seed: int) -> tuple[nn.Module, torch.Tensor, torch.Tensor, torch.Tensor]:
+    net, obs, _ = gaussian_kl_setup(seed)
+    log_std = torch.tensor([-0.3, 0.2], dtype=DTYPE, requires_grad=True)
+    targets = torch.randn(16, 2, generator=torch.Generator().manual_seed(seed + 1), dtype=DTYPE)
+    return net, log_std, obs, targets
+
+
+def test_gauss_newton_product_is_the_kl_hessian_where_new_equals_old() -> None:
+    """At the start of a TRPO step (new = old, through an inner step) the product is the KL's
+    Hessian: against central finite differences of the KL's gradient."""
+    net, log_std, obs, targets = inner_step_setup(8)
+    params = [*net.parameters(), log_std]
+    outputs = outputs_after_inner_step(net, log_std, obs, targets)
+    kl_of = kl_from(outputs)
+    damping = 0.02
+    product = gauss_newton_vector_product(outputs, kl_of, params, damping)
+    theta = flatten([p.detach() for p in params]).clone()
+    v = torch.randn(theta.numel(), generator=torch.Generator().manual_seed(10), dtype=DTYPE)
+    products = [product(v), product(3 * v)]  # reusable: the graphs are retained
+    eps = 1e-5
+
+    def grad_at(point: torch.Tensor) -> torch.Tensor:
+        set_flat_params(params, point)
+        return flat_grad(kl_of(outputs_after_inner_step(net, log_std, obs, targets)), params)
+
+    finite_difference = (grad_at(theta + eps * v) - grad_at(theta - eps * v)) / (2 * eps)
+    torch.testing.assert_close(products[0], finite_difference + damping * v, rtol=1e-6, atol=1e-8)
+    torch.testing.assert_close(products[1], 3 * products[0], rtol=1e-12, atol=1e-12)
+
+
+def test_gauss_newton_product_is_j_transpose_k_j_away_from_the_old_policy() -> None:
+    """Where new and old differ, the product is ``J^T K J`` (dense Jacobian and output-space
+    Hessian), not the KL's Hessian, which adds the outputs' own curvature."""
+    net, log_std, obs, targets = inner_step_setup(11)
+    params = [*net.parameters(), log_std]
+    outputs = outputs_after_inner_step(net, log_std, obs, targets)
+    shifted = [outputs[0].detach() + 0.4, outputs[1].detach() - 0.2]
+    kl_of = kl_from(shifted)
+    flat_outputs = torch.cat([y.reshape(-1) for y in outputs])
+    # dense J, one row per output, from first-order gradients only
+    jacobian = torch.stack(
+        [flat_grad(flat_outputs[i], params, retain_graph=True) for i in range(len(flat_outputs))]
+    )
+    half = outputs[0].numel()
+
+    def kl_of_flat(flat: torch.Tensor) -> torch.Tensor:
+        return kl_of([flat[:half].view_as(outputs[0]), flat[half:].view_as(outputs[1])])
+
+    k = torch.autograd.functional.hessian(kl_of_flat, flat_outputs.detach())
+    v = torch.randn(jacobian.shape[1], generator=torch.Generator().manual_seed(12), dtype=DTYPE)
+    expected = jacobian.T @ k @ jacobian @ v
+    gauss_newton = gauss_newton_vector_product(outputs, kl_of, params, damping=0.0)(v)
+    torch.testing.assert_close(gauss_newton, expected, rtol=1e-9, atol=1e-12)
+    full = hessian_vector_product(lambda: kl_of(outputs), params, damping=0.0)(v)
+    assert (full - gauss_newton).norm() > 1e-3 * full.norm()
+
+
+def test_gauss_newton_product_of_outputs_that_ignore_the_parameters_is_the_damping() -> None:
+    x = torch.ones(3, dtype=DTYPE, requires_grad=True)
+    constant = torch.zeros(4, 2, dtype=DTYPE)
+    product = gauss_newton_vector_product(
+        [constant, constant.clone()], kl_from([constant, constant]), [x], damping=0.5
+    )
+    v = torch.arange(3, dtype=DTYPE)
+    assert torch.equal(product(v), 0.5 * v)
+    with pytest.raises(ValueError, match="damping"):
+        gauss_newton_vector_product([constant], kl_from([constant, constant]), [x], -1.0)
 
 
 # -- line search ---------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ minimises a linearised loss subject to ``mean KL(old || new) <= max_kl``, with t
 by its second-order Taylor expansion ``0.5 * s^T H s``:
 
 1. solve ``H x = g`` for the loss gradient ``g`` by conjugate gradient (:func:`conjugate_gradient`),
-   touching ``H`` only through exact Hessian-vector products (:func:`hessian_vector_product`);
+   touching ``H`` only through exact Hessian-vector products (:func:`hessian_vector_product`, or
+   :func:`gauss_newton_vector_product` where the policy's outputs are at hand);
 2. scale ``x`` so the quadratic KL model equals ``max_kl``;
 3. backtrack along that step until the *true* KL holds and the loss improved
    (:func:`backtracking_line_search`).
@@ -34,6 +35,7 @@ __all__ = [
     "conjugate_gradient",
     "flat_grad",
     "flatten",
+    "gauss_newton_vector_product",
     "hessian_vector_product",
     "line_search_objectives",
     "set_flat_params",
@@ -173,6 +175,81 @@ def hessian_vector_product(
         return hv + damping * vector.detach()
 
     return product
+
+
+def gauss_newton_vector_product(
+    outputs: Sequence[torch.Tensor],
+    kl_of_outputs: Callable[[Sequence[torch.Tensor]], torch.Tensor],
+    params: Sequence[torch.Tensor],
+    damping: float,
+) -> HessianVectorProduct:
+    """``v -> (J^T K J + damping I) v``: the KL's Hessian where the new policy is the old one.
+
+    ``J`` is the Jacobian of the policy's ``outputs`` (built from ``params``, through a MAML
+    inner step if there is one) and ``K`` the Hessian of ``kl_of_outputs`` in output space. The
+    KL's full Hessian w.r.t. ``params`` adds ``sum_y dKL/dy * d2y/dparams2``, and ``dKL/dy`` is
+    exactly 0 where new equals old, as at the start of every TRPO step. Double backpropagation
+    through ``grad(KL)`` (:func:`hessian_vector_product`) still computes that term, the costly
+    one (through a MAML inner step, third-order), and multiplies it by those zeros; this product
+    leaves it out: ``J v`` by differentiating ``J^T w`` in ``w``, then ``K (J v)`` on the
+    outputs alone, then ``J^T`` of that. On MAML-TRPO's ML10 shapes that is 2/3 of the
+    matrix-product FLOPs of each product, with the same floats (``scripts/bench_maml_step.py``;
+    ``tests/algos/test_trpo.py``).
+
+    :param outputs: the policy's outputs whose KL the step constrains (e.g. each task's means and
+        log-stds), as functions of ``params``, at the point where they equal the old ones.
+    :param kl_of_outputs: the mean KL from the old policy, given tensors shaped as ``outputs``.
+    :param params: the tensors to differentiate against.
+    :param damping: Tikhonov damping added to the diagonal, as in :func:`hessian_vector_product`.
+    """
+    if damping < 0:
+        raise ValueError(f"damping must be >= 0, got {damping}")
+    params, outputs = list(params), list(outputs)
+    # J^T w with its graph in w (at w = 0: only its derivative in w is used), and the KL's
+    # gradient in output space with its graph; built at the first call, kept for the others
+    built: list[list[list[torch.Tensor]]] = []
+
+    def build() -> list[list[torch.Tensor]]:
+        probes = [torch.zeros_like(y, requires_grad=True) for y in outputs]
+        transposed = _grads(outputs, params, probes, create_graph=True)
+        leaves = [y.detach().requires_grad_() for y in outputs]
+        kl_grad = list(torch.autograd.grad(kl_of_outputs(leaves), leaves, create_graph=True))
+        return [probes, transposed, leaves, kl_grad]
+
+    def product(vector: torch.Tensor) -> torch.Tensor:
+        if not built:
+            built.append(build())
+        probes, transposed, leaves, kl_grad = built[0]
+        if not any(t.requires_grad for t in transposed):  # the outputs ignore params
+            return damping * vector.detach()
+        pieces = torch.split(vector.detach(), [p.numel() for p in params])
+        jv = _grads(transposed, probes, [v.view_as(p) for v, p in zip(pieces, params, strict=True)])
+        kjv = _grads(kl_grad, leaves, jv)
+        return flatten(_grads(outputs, params, kjv)) + damping * vector.detach()
+
+    return product
+
+
+def _grads(
+    outputs: Sequence[torch.Tensor],
+    inputs: Sequence[torch.Tensor],
+    grad_outputs: Sequence[torch.Tensor],
+    create_graph: bool = False,
+) -> list[torch.Tensor]:
+    """The vector-Jacobian product of ``outputs`` w.r.t. ``inputs`` (zeros where an input is
+    not reached), keeping the graph for the next call."""
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs, strict=True) if o.requires_grad]
+    if not pairs:
+        return [torch.zeros_like(x) for x in inputs]
+    grads = torch.autograd.grad(
+        [o for o, _ in pairs],
+        list(inputs),
+        grad_outputs=[g for _, g in pairs],
+        retain_graph=True,
+        create_graph=create_graph,
+        allow_unused=True,
+    )
+    return [torch.zeros_like(x) if g is None else g for g, x in zip(grads, inputs, strict=True)]
 
 
 @dataclasses.dataclass(frozen=True)

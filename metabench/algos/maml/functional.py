@@ -213,6 +213,34 @@ def meta_loss(
     return torch.stack(losses).mean()
 
 
+def post_adaptation_outputs(
+    policy: GaussianMLPPolicy, adapted: Sequence[Params], valid_data: Sequence[TaskData]
+) -> list[torch.Tensor]:
+    """Each task's post-adaptation means and log-stds at its validation steps, as functions of
+    the meta-parameters: ``[mean_0, log_std_0, mean_1, log_std_1, ...]``."""
+    outputs: list[torch.Tensor] = []
+    for params, data in zip(adapted, valid_data, strict=True):
+        outputs.extend(policy.mean_log_std(data.observations, params))
+    return outputs
+
+
+def kl_of_outputs(outputs: Sequence[torch.Tensor], old: Sequence[OldOutputs]) -> torch.Tensor:
+    """:func:`kl` given the new policies' outputs (laid out as :func:`post_adaptation_outputs`
+    returns them)."""
+    if len(outputs) != 2 * len(old):
+        raise ValueError(
+            f"{len(outputs)} outputs for {len(old)} tasks: expected a mean and a log-std per task"
+        )
+    kls = []
+    for index, frozen in enumerate(old):
+        mean, log_std = outputs[2 * index], outputs[2 * index + 1]
+        per_step = kl_divergence(
+            Normal(frozen.mean, frozen.log_std.exp()), Normal(mean, log_std.exp())
+        ).sum(-1)
+        kls.append(per_step.mean())
+    return torch.stack(kls).mean()
+
+
 def kl(
     policy: GaussianMLPPolicy,
     adapted: Sequence[Params],
@@ -224,14 +252,7 @@ def kl(
     The direction of the TRPO paper's constraint (eq. 12); at ``pi_new = pi_old`` both
     directions have the same value (0), gradient (0) and Hessian (the Fisher matrix).
     """
-    kls = []
-    for params, data, frozen in zip(adapted, valid_data, old, strict=True):
-        mean, log_std = policy.mean_log_std(data.observations, params)
-        per_step = kl_divergence(
-            Normal(frozen.mean, frozen.log_std.exp()), Normal(mean, log_std.exp())
-        ).sum(-1)
-        kls.append(per_step.mean())
-    return torch.stack(kls).mean()
+    return kl_of_outputs(post_adaptation_outputs(policy, adapted, valid_data), old)
 
 
 def _check_inner(inner_lr: float, num_grad_updates: int) -> None:

@@ -24,7 +24,7 @@ from torch.func import functional_call, vmap
 
 from metabench.algos.common.baseline import LinearFeatureBaseline
 from metabench.algos.common.returns import discounted_returns, gae_advantages
-from metabench.algos.common.trpo import flat_grad, flatten, set_flat_params
+from metabench.algos.common.trpo import TRPOStep, flat_grad, flatten, set_flat_params
 from metabench.algos.maml import (
     MAML,
     BatchedGaussianActor,
@@ -576,6 +576,41 @@ def test_meta_optimize_keeps_the_true_kl_inside_the_trust_region() -> None:
     assert true_kl == pytest.approx(record.kl, rel=1e-6)
     assert meta_loss(algo.policy, new, valid, old).item() < record.loss_before
     algo.close()
+
+
+@pytest.mark.parametrize("first_order", [False, True])
+def test_outer_step_takes_the_step_of_double_backpropagation_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, first_order: bool
+) -> None:
+    """The Gauss-Newton products skip only terms multiplied by an exact zero: the TRPO step is
+    the one the KL's Hessian by double backpropagation takes, to the last bit."""
+    from metabench.algos.common import trpo
+    from metabench.algos.maml import maml as maml_module
+
+    def step(double_backpropagation: bool) -> tuple[TRPOStep, torch.Tensor]:
+        algo = small_maml(hidden_sizes=(16, 16), first_order=first_order)
+        if double_backpropagation:
+            monkeypatch.setattr(
+                maml_module,
+                "gauss_newton_vector_product",
+                lambda outputs, kl_of, params, damping: trpo.hessian_vector_product(
+                    lambda: kl_of(outputs), params, damping
+                ),
+            )
+        tasks = algo.task_sampler.sample(2, np.random.default_rng(3))
+        meta = algo.policy.params()
+        train = [algo.process(e) for e in algo.collect(tasks, [meta, meta])]
+        adapted = [algo.adapt(meta, d, create_graph=False) for d in train]
+        valid = [algo.process(e) for e in algo.collect(tasks, adapted)]
+        record = algo.meta_optimize(train, valid)
+        assert isinstance(record, TRPOStep) and record.kl > 0  # a direction was tried
+        algo.close()
+        monkeypatch.undo()
+        return record, flatten([p.detach() for p in algo.policy.parameters()])
+
+    (record, after), (reference, reference_after) = step(False), step(True)
+    assert record == reference  # the KL and loss at the last point tried, the backtracks
+    assert torch.equal(after, reference_after)
 
 
 def test_meta_optimize_with_a_nan_advantage_leaves_the_meta_policy_unchanged(
