@@ -22,6 +22,7 @@ steps with ratio 0.8.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -205,21 +206,19 @@ def gauss_newton_vector_product(
     if damping < 0:
         raise ValueError(f"damping must be >= 0, got {damping}")
     params, outputs = list(params), list(outputs)
+
     # J^T w with its graph in w (at w = 0: only its derivative in w is used), and the KL's
     # gradient in output space with its graph; built at the first call, kept for the others
-    built: list[list[list[torch.Tensor]]] = []
-
-    def build() -> list[list[torch.Tensor]]:
+    @functools.cache
+    def build() -> tuple[list[torch.Tensor], ...]:
         probes = [torch.zeros_like(y, requires_grad=True) for y in outputs]
         transposed = _grads(outputs, params, probes, create_graph=True)
         leaves = [y.detach().requires_grad_() for y in outputs]
         kl_grad = list(torch.autograd.grad(kl_of_outputs(leaves), leaves, create_graph=True))
-        return [probes, transposed, leaves, kl_grad]
+        return probes, transposed, leaves, kl_grad
 
     def product(vector: torch.Tensor) -> torch.Tensor:
-        if not built:
-            built.append(build())
-        probes, transposed, leaves, kl_grad = built[0]
+        probes, transposed, leaves, kl_grad = build()
         if not any(t.requires_grad for t in transposed):  # the outputs ignore params
             return damping * vector.detach()
         pieces = torch.split(vector.detach(), [p.numel() for p in params])

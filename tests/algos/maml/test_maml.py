@@ -22,6 +22,7 @@ from torch import nn
 from torch.distributions import Normal
 from torch.func import functional_call, vmap
 
+from metabench.algos.common import trpo
 from metabench.algos.common.baseline import LinearFeatureBaseline
 from metabench.algos.common.returns import discounted_returns, gae_advantages
 from metabench.algos.common.trpo import TRPOStep, flat_grad, flatten, set_flat_params
@@ -41,6 +42,7 @@ from metabench.algos.maml import (
     old_outputs,
     process_episodes,
 )
+from metabench.algos.maml import maml as maml_module
 from metabench.data import StepType
 from metabench.tasks.base import ListTaskSampler
 from metabench.tasks.toy import PointGoalEnv
@@ -584,8 +586,6 @@ def test_outer_step_takes_the_step_of_double_backpropagation_bit_for_bit(
 ) -> None:
     """The Gauss-Newton products skip only terms multiplied by an exact zero: the TRPO step is
     the one the KL's Hessian by double backpropagation takes, to the last bit."""
-    from metabench.algos.common import trpo
-    from metabench.algos.maml import maml as maml_module
 
     def step(double_backpropagation: bool) -> tuple[TRPOStep, torch.Tensor]:
         algo = small_maml(hidden_sizes=(16, 16), first_order=first_order)
