@@ -172,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--steps",
         type=positive_int,
         default=1_000_000,
-        help="meta-training budget in environment steps (whole iterations only, never more)",
+        help="meta-training budget in environment steps of the iterations (whole iterations only, "
+        "never more); an initial collection (PEARL's) comes on top, and the steps a run "
+        "records include it",
     )
     train.add_argument(
         "--out",

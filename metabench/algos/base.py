@@ -91,6 +91,12 @@ class MetaRLAlgorithm(abc.ABC):
     turns a budget of environment steps into iterations with it, and refuses an algorithm that
     does not say."""
 
+    initial_steps: int = 0
+    """Environment steps taken once, before the first iteration (PEARL's initial collection).
+    ``--steps`` buys iterations only, so these come on top of it; every step count a run
+    records (``result.json``, the periodic meta-tests, TensorBoard) includes them, so that
+    runs of different algorithms compare at the environment steps they really took."""
+
     uses_device: ClassVar[bool] = False
     """Whether :meth:`from_benchmark` puts networks on ``device`` (the torch algorithms); the
     others run on the CPU whatever ``--device`` says, and their runs record no device."""

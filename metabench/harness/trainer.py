@@ -105,6 +105,7 @@ class MetaTrainer:
         self.algorithm = algorithm
         self.n_iterations = n_iterations
         self.steps_per_iteration = algorithm.steps_per_iteration
+        self.initial_steps = algorithm.initial_steps
         self.iteration = 0
         """The last iteration done (0: none)."""
         self.stats: dict[str, float] = {}
@@ -117,8 +118,10 @@ class MetaTrainer:
 
     @property
     def env_steps(self) -> int:
-        """The environment steps of the iterations done."""
-        return self.iteration * self.steps_per_iteration
+        """The environment steps taken so far: the initial collection and the iterations done
+        (before the first iteration an algorithm with an initial collection has not taken it
+        yet, but counting it from the start keeps the count a function of the iteration)."""
+        return self.initial_steps + self.iteration * self.steps_per_iteration
 
     @property
     def wall_time(self) -> float:

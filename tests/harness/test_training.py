@@ -455,3 +455,34 @@ def test_table_lists_failed_grid_cells(tmp_path):
     assert main(["table", "--results", str(results)]) == 0
     page = (results / "README.md").read_text()
     assert "Failed runs" not in page and "| Bandit | rl2-ppo | 0 |" in page
+
+
+def test_pearl_records_the_env_steps_it_took_its_initial_collection_included(
+    tmp_path, short_point_goal
+):
+    # 3 training tasks x 20 initial steps, then 2 tasks x (20 prior + 20 posterior) an iteration
+    overrides = {
+        "n_train_tasks": 3,
+        "num_initial_steps": 20,
+        "num_tasks_sample": 2,
+        "num_steps_prior": 20,
+        "num_extra_rl_steps_posterior": 20,
+        "num_train_steps_per_itr": 2,
+        "meta_batch_size": 2,
+        "batch_size": 8,
+        "embedding_batch_size": 6,
+        "latent_size": 2,
+        "hidden_sizes": [8],
+        "encoder_hidden_sizes": [8],
+    }
+    out = tmp_path / "pearl"
+    run = RunSettings(
+        short_point_goal, "pearl", 0, 2 * 80, out, overrides, eval_schedule=MetaTestSchedule(1)
+    )
+    result = train(run)
+    # --steps bought two iterations; the count has the initial collection on top of them, as
+    # the algorithm's own tally of the steps it collected does
+    assert result["iterations"] == 2
+    assert result["env_steps"] == 3 * 20 + 2 * 80 == result["metatrain"]["metatrain/env_steps"]
+    periodic = [json.loads(p.read_text()) for p in sorted((out / "evaluations").iterdir())]
+    assert [record["env_steps"] for record in periodic] == [60 + 80, 60 + 160]

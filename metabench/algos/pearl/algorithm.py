@@ -194,7 +194,7 @@ class PEARL(MetaRLAlgorithm):
         self.steps_per_iteration = config.num_tasks_sample * per_task * horizon
         self.initial_steps = n_tasks * episodes_for(config.num_initial_steps, horizon) * horizon
         """Env steps of the initial collection, before the first iteration's own (not in
-        ``steps_per_iteration``; ``metatrain/env_steps`` counts them)."""
+        ``steps_per_iteration``, so not bought by ``--steps``; every recorded count has them)."""
         self.iterations = 0
         self.env_steps = 0
         """Env steps of meta-training so far, the initial collection included."""
