@@ -115,7 +115,7 @@ def _train_locked(
         command=settings.command,
         provenance=provenance(config.get("device", "cpu")),
         iterations=n_iterations,
-        env_steps=algo.initial_steps + n_iterations * trainer.steps_per_iteration,
+        env_steps=trainer.initial_steps + n_iterations * trainer.steps_per_iteration,
         wall_time_s=trainer.wall_time,
         metatrain=trainer.stats,
         metatest=final.to_dict(),
