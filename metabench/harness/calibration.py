@@ -1,7 +1,8 @@
 """A short calibration of this machine for :mod:`metabench.harness.costs`: for one grid cell's
 benchmark, algorithm, settings, cores and device, the time to build the run, one training
-iteration, a meta-test's fixed and per-task costs (from two meta-tests of different sizes), and
-the benchmark's env-only step rate on one core.
+iteration (and, for an algorithm that collects steps before its first iteration, as PEARL does,
+that collection: the first iteration less a second one), a meta-test's fixed and per-task costs
+(from two meta-tests of different sizes), and the benchmark's env-only step rate on one core.
 
 Each calibration runs in a fresh process, as a grid cell does: its env worker processes, torch
 threads and caches cannot leak into the next one. It trains one iteration of the real settings
@@ -167,11 +168,14 @@ def _calibrate_here(cell: Cell) -> CellTimes:
     setup_s = time.perf_counter() - start
     try:
         steps = algo.steps_per_iteration
-        iteration_s = 0.0
+        iteration_s = initial_s = 0.0
         if steps:
-            start = time.perf_counter()
-            algo.train(1)
-            iteration_s = time.perf_counter() - start
+            iteration_s = _train_time(algo)
+            if algo.initial_steps:
+                # the first iteration also made the one-off collection: a second one is the
+                # iteration alone, and the difference is the collection
+                first, iteration_s = iteration_s, _train_time(algo)
+                initial_s = max(first - iteration_s, 0.0)
         small_tasks, large_tasks = calibration_tasks(plan)
         small = (len(small_tasks), _metatest_time(plan, algo, small_tasks))
         large = (len(large_tasks), _metatest_time(plan, algo, large_tasks))
@@ -179,7 +183,14 @@ def _calibrate_here(cell: Cell) -> CellTimes:
         close = getattr(algo, "close", None)  # MAML's env workers; SB3's envs close at exit
         if close is not None:
             close()
-    return CellTimes(setup_s, iteration_s, steps, *fit_metatest(small, large), env_rate)
+    return CellTimes(setup_s, iteration_s, steps, *fit_metatest(small, large), env_rate, initial_s)
+
+
+def _train_time(algo: MetaRLAlgorithm) -> float:
+    """Seconds of one training iteration of ``algo``."""
+    start = time.perf_counter()
+    algo.train(1)
+    return time.perf_counter() - start
 
 
 def _metatest_time(plan: RunPlan, algo: MetaRLAlgorithm, indices: list[int]) -> float:

@@ -1,14 +1,16 @@
 """What a grid will cost: each cell's wall time from a calibration of this machine, and the
 grid's on the local executor and on a Ray cluster.
 
-A run is set-up (building the algorithm and its envs), ``iterations`` training iterations of
-equal size, then the final meta-test (and Meta-World's meta-test on training tasks). A
+A run is set-up (building the algorithm and its envs), a one-off collection before the first
+iteration (PEARL's initial steps; none for the other algorithms), ``iterations`` training
+iterations of equal size, then the final meta-test (and Meta-World's meta-test on training tasks). A
 meta-test of ``n`` tasks costs ``metatest_fixed_s + n * task_s``: its worker processes and
 envs are built once per meta-test, and a batched meta-test steps every task's trial at once, one
 policy call per step for all of them, so its time is not proportional to ``n`` (measured on
 ML1-push: 10 tasks ~30 s, 50 tasks ~120 s). So a cell's time is
 
-    setup_s + iterations * iteration_s + sum over its meta-tests of (metatest_fixed_s + n * task_s)
+    setup_s + initial_s + iterations * iteration_s
+        + sum over its meta-tests of (metatest_fixed_s + n * task_s)
 
 with the times measured on this machine by :mod:`metabench.harness.calibration` for the cell's
 benchmark, algorithm, settings, cores and device; its meta-tests are the final ones and those of
@@ -40,6 +42,8 @@ class CellTimes:
         the run's meta-test processes.
     :param env_steps_per_s: the benchmark's env-only step rate on one core (random actions): the
         ceiling the iteration's rate is compared with.
+    :param initial_s: the collection the first iteration makes before its own (PEARL's initial
+        steps, ``MetaRLAlgorithm.initial_steps``; 0 for the others), paid once per run.
     """
 
     setup_s: float
@@ -48,6 +52,7 @@ class CellTimes:
     metatest_fixed_s: float
     task_s: float
     env_steps_per_s: float
+    initial_s: float
 
     def metatest_s(self, tasks: int) -> float:
         """One meta-test of ``tasks`` tasks (none: nothing)."""
@@ -66,6 +71,7 @@ class CellCost:
     iterations: int
     setup_s: float
     train_s: float
+    """The iterations, and the collection before the first one."""
     metatest_s: float
 
     @property
@@ -84,7 +90,7 @@ def cell_cost(times: CellTimes, env_steps: int, metatests: Sequence[int]) -> Cel
     return CellCost(
         iterations=iterations,
         setup_s=times.setup_s,
-        train_s=iterations * times.iteration_s,
+        train_s=(times.initial_s if iterations else 0.0) + iterations * times.iteration_s,
         metatest_s=sum(times.metatest_s(tasks) for tasks in metatests),
     )
 

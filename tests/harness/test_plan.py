@@ -2,6 +2,7 @@
 
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 
@@ -30,7 +31,7 @@ from metabench.harness.run import build_algorithm
 from metabench.harness.schedule import MetaTestSchedule
 
 TIMES = CellTimes(setup_s=4.0, iteration_s=10.0, steps_per_iteration=300, metatest_fixed_s=3.0,
-                  task_s=0.5, env_steps_per_s=1000.0)  # fmt: skip
+                  task_s=0.5, env_steps_per_s=1000.0, initial_s=0.0)  # fmt: skip
 
 
 def test_a_cell_costs_setup_whole_iterations_and_each_metatest():
@@ -41,12 +42,60 @@ def test_a_cell_costs_setup_whole_iterations_and_each_metatest():
     assert cost.total_s == pytest.approx(4.0 + 3 * 10.0 + (3.0 + 40 * 0.5) + (3.0 + 10 * 0.5))
     assert TIMES.steps_per_s == pytest.approx(30.0)
     assert TIMES.metatest_s(0) == 0.0  # no meta-test, no fixed part
-    nothing_to_train = CellTimes(1.0, 0.0, 0, 0.0, 0.5, 1000.0)  # nop: no iterations, a meta-test
+    # nop: no iterations, a meta-test
+    nothing_to_train = CellTimes(1.0, 0.0, 0, 0.0, 0.5, 1000.0, 0.0)
     assert cell_cost(nothing_to_train, 1000, [4]).total_s == pytest.approx(1.0 + 2.0)
     with pytest.raises(ValueError, match=">= 0"):
         cell_cost(TIMES, -1, [0])
     with pytest.raises(ValueError, match=">= 0"):
         cell_cost(TIMES, 1000, [-1])
+
+
+def test_a_collection_before_the_first_iteration_is_paid_once_per_run():
+    # PEARL: 7 s of initial steps before 3 iterations of 10 s, and none for a run of no iteration
+    pearl = replace(TIMES, initial_s=7.0)
+    cost = cell_cost(pearl, env_steps=1000, metatests=[])
+    assert cost.train_s == pytest.approx(7.0 + 3 * 10.0)
+    assert cost.total_s == pytest.approx(4.0 + 7.0 + 3 * 10.0)
+    assert cell_cost(pearl, env_steps=299, metatests=[]).train_s == 0.0
+
+
+class ClockedAlgorithm:
+    """Advances a fake clock as its training would take time: ``initial`` seconds of one-off
+    collection in its first iteration (``initial_steps``), then ``iteration`` per iteration."""
+
+    steps_per_iteration = 100
+
+    def __init__(self, clock: list[float], initial_steps: int, initial: float, iteration: float):
+        self.clock, self.initial_steps = clock, initial_steps
+        self.initial, self.iteration, self.iterations = initial, iteration, 0
+
+    def train(self, n_iterations: int) -> dict[str, float]:
+        for _ in range(n_iterations):
+            self.clock[0] += self.iteration + (self.initial if self.iterations == 0 else 0.0)
+            self.iterations += 1
+        return {}
+
+
+@pytest.mark.parametrize("initial_steps, initial_s", [(2_000, 7.0), (0, 0.0)])
+def test_the_calibration_separates_the_initial_collection_from_the_iteration(
+    tmp_path, monkeypatch, initial_steps, initial_s
+):
+    clock = [0.0]
+    monkeypatch.setattr(calibration, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(calibration, "env_only_rate", lambda plan: 1000.0)
+    monkeypatch.setattr(calibration, "_metatest_time", lambda plan, algo, tasks: 2.0 * len(tasks))
+    monkeypatch.setattr(
+        calibration,
+        "build_algorithm",
+        lambda spec, config, out: ClockedAlgorithm(clock, initial_steps, initial_s, 10.0),
+    )
+    cell = plan(["PointGoal"], ["pearl"], [0], "quick", tmp_path)[0]
+    times = calibration._calibrate_here(cell)
+    # without the separation, PEARL's first iteration (17 s) would be charged to every iteration
+    assert times.iteration_s == 10.0
+    assert times.initial_s == initial_s
+    assert times.steps_per_iteration == 100
 
 
 def test_two_metatests_of_different_sizes_give_the_fixed_and_the_per_task_cost():
@@ -189,7 +238,7 @@ def test_a_calibration_measures_the_cell_as_it_would_run(tmp_path):
 def test_plan_prints_each_cell_and_the_grid_on_each_executor(tmp_path, capsys):
     cells = plan(["PointGoal"], ["maml-trpo", "nop"], [0, 1], "quick", tmp_path / "runs")
     cache = CalibrationCache(tmp_path / "calibration.json")
-    nop_times = CellTimes(1.0, 0.0, 0, 0.5, 0.25, 2000.0)
+    nop_times = CellTimes(1.0, 0.0, 0, 0.5, 0.25, 2000.0, 0.0)
     for cell in cells:
         cache.put(
             calibration_key(cell_plan(cell)), "", TIMES if cell.algorithm != "nop" else nop_times
