@@ -170,12 +170,11 @@ def _calibrate_here(cell: Cell) -> CellTimes:
         steps = algo.steps_per_iteration
         iteration_s = initial_s = 0.0
         if steps:
-            iteration_s = _train_time(algo)
-            if algo.initial_steps:
-                # the first iteration also made the one-off collection: a second one is the
-                # iteration alone, and the difference is the collection
-                first, iteration_s = iteration_s, _train_time(algo)
-                initial_s = max(first - iteration_s, 0.0)
+            # an algorithm with initial steps makes its one-off collection in the first
+            # iteration: a second one is the iteration alone, the difference the collection
+            first_s = _train_time(algo)
+            iteration_s = _train_time(algo) if algo.initial_steps else first_s
+            initial_s = max(first_s - iteration_s, 0.0)
         small_tasks, large_tasks = calibration_tasks(plan)
         small = (len(small_tasks), _metatest_time(plan, algo, small_tasks))
         large = (len(large_tasks), _metatest_time(plan, algo, large_tasks))
