@@ -254,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="For each run directory (a --out of metabench train, or every one below a "
         "folder such as a grid's --results): finished, running (a process holds its lock), "
         "stopped (a checkpoint to resume from), failed (a grid cell's error.json) or not "
-        "started; env steps done of the budget, training time so far and left at that pace, "
+        "started; env steps done of the run's total (an initial collection included), training "
+        "time so far and left at that pace, "
         "and the latest meta-test (the final one, or the latest periodic one, which may use "
         "fewer test tasks). Reads the files only: safe beside a running run.",
         formatter_class=DefaultsHelpFormatter,

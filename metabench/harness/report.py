@@ -227,11 +227,11 @@ def status_table(statuses: Sequence[RunStatus], root: Path) -> Table:
 
 
 def _progress(status: RunStatus) -> str:
-    """Env steps done of the budget, with the share of the iterations."""
+    """Env steps done of the run's planned total, with the share of the iterations."""
     if status.n_iterations == 0:  # no training iterations (nop, cem, cmaes)
         return "-"
     done = "?" if status.env_steps is None else format_steps(status.env_steps)
-    text = f"{done} / {format_steps(status.env_steps_budget)}"
+    text = f"{done} / {format_steps(status.planned_env_steps)}"
     if status.n_iterations and status.state != "finished":
         text += f" ({status.iteration / status.n_iterations:.0%})"
     return text

@@ -62,6 +62,9 @@ class RunStatus:
     before 0.x that recorded it, and no meta-test yet)."""
     env_steps: int | None
     env_steps_budget: int
+    planned_env_steps: int
+    """Env steps of the whole run: the iterations the budget buys and an initial collection
+    (PEARL's) on top of them, once a checkpoint or the result says; the budget before."""
     wall_time_s: float | None
     """Seconds of training up to the latest checkpoint (or the whole run, once finished)."""
     metatest: MetaTestPoint | None
@@ -120,6 +123,7 @@ def run_status(path: Path) -> RunStatus:
         n_iterations=None,
         env_steps=None,
         env_steps_budget=int(config.get("env_steps_budget", 0)),
+        planned_env_steps=int(config.get("env_steps_budget", 0)),
         wall_time_s=None,
         metatest=None,
         final=False,
@@ -135,6 +139,7 @@ def run_status(path: Path) -> RunStatus:
             iteration=int(result["iterations"]),
             n_iterations=int(result["iterations"]),
             env_steps=int(result["env_steps"]),
+            planned_env_steps=int(result["env_steps"]),
             wall_time_s=float(result["wall_time_s"]),
             metatest=MetaTestPoint.from_record(result["metatest"], int(result["env_steps"])),
             final=True,
@@ -161,6 +166,7 @@ def run_status(path: Path) -> RunStatus:
         iteration=iteration,
         n_iterations=None if n_iterations is None else int(n_iterations),
         env_steps=None if env_steps is None else int(env_steps),
+        planned_env_steps=int(checkpoint.get("planned_env_steps", start.planned_env_steps)),
         wall_time_s=checkpoint.get("wall_time"),
         metatest=None if latest is None else latest[1],
         holder=holder,

@@ -130,11 +130,13 @@ class MetaTrainer:
 
     def checkpoint(self) -> dict[str, Any]:
         """What :meth:`resume` needs to go on from the last iteration done, and how far the run
-        is (``n_iterations``, ``env_steps``: for ``metabench status``, which reads no code)."""
+        is (``n_iterations``, ``env_steps`` and ``planned_env_steps``, the whole run's with an
+        initial collection: for ``metabench status``, which reads no code)."""
         return {
             "iteration": self.iteration,
             "n_iterations": self.n_iterations,
             "env_steps": self.env_steps,
+            "planned_env_steps": self.initial_steps + self.n_iterations * self.steps_per_iteration,
             "algorithm": self.algorithm.state_dict(),
             "wall_time": self.wall_time,
             "metatrain": self.stats,

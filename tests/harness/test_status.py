@@ -62,7 +62,7 @@ def test_a_stopped_run_says_how_far_it_is_and_its_latest_meta_test(stopped_run):
     assert status.state == "stopped" and status.holder is None
     assert (status.iteration, status.n_iterations) == (2, 4)
     assert status.env_steps == 2 * STEPS_PER_ITERATION
-    assert status.env_steps_budget == 4 * STEPS_PER_ITERATION
+    assert status.env_steps_budget == status.planned_env_steps == 4 * STEPS_PER_ITERATION
     assert status.wall_time_s == checkpoint["wall_time"]
     assert status.time_left_s == pytest.approx(checkpoint["wall_time"] / 2 * 2)
     assert status.metatest is not None and not status.final

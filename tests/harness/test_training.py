@@ -17,9 +17,11 @@ from metabench.evaluation import ResultVersionError, task_to_json
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.periodic import periodic_metatests
+from metabench.harness.report import status_table
 from metabench.harness.resultfile import collect_results, read_result
 from metabench.harness.run import RunDirectory, RunError, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
+from metabench.harness.status import run_status
 from metabench.harness.training import evaluate, train
 from tests.factories import ROOT
 
@@ -486,3 +488,13 @@ def test_pearl_records_the_env_steps_it_took_its_initial_collection_included(
     assert result["env_steps"] == 3 * 20 + 2 * 80 == result["metatrain"]["metatrain/env_steps"]
     periodic = [json.loads(p.read_text()) for p in sorted((out / "evaluations").iterdir())]
     assert [record["env_steps"] for record in periodic] == [60 + 80, 60 + 160]
+    # metabench status counts the progress against that total, not against --steps alone
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=True)
+    assert checkpoint["planned_env_steps"] == 3 * 20 + 2 * 80
+    assert run_status(out).planned_env_steps == 3 * 20 + 2 * 80
+    result_path = out / "result.json"
+    result_path.rename(out / "result.json.kept")  # as while the final meta-test runs
+    stopped = run_status(out)
+    assert (stopped.state, stopped.env_steps, stopped.planned_env_steps) == ("stopped", 220, 220)
+    progress = status_table([stopped], out).columns[3]
+    assert progress.header == "env steps" and list(progress.cells) == ["220 / 220 (100%)"]
