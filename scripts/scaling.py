@@ -7,19 +7,23 @@ that builds the envs. Each line gives the env steps per second, their ratio to t
 measured just before, and the hours 2e7 steps would take at that rate (meta-tests not included).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/scaling.py --cores 1 2 [--device cuda]
-        [--algorithms rl2-ppo-metaworld maml-trpo] [--episodes N]
+        [--algorithms rl2-ppo-metaworld maml-trpo] [--episodes N] [--set KEY=VALUE ...]
 
 ``--episodes`` shortens the iterations (episodes per trial for RL2, per task for MAML; default:
-the published 10) to keep a machine with few cores within minutes.
+the published 10) to keep a machine with few cores within minutes. ``--set`` overrides
+hyperparameters of every algorithm measured, as ``metabench train --set`` does (e.g.
+``update_processes=true`` for RL2's split update).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import torch
 from profile_ml10 import env_only_rate
@@ -31,11 +35,17 @@ EPISODE_KEYS = {"maml-trpo": "episodes_per_task"}
 """The hyperparameter ``--episodes`` sets (RL2: ``episodes_per_trial``)."""
 
 
-def iteration_rate(algorithm: str, cores: int, device: str, episodes: int | None) -> float:
+def iteration_rate(
+    algorithm: str,
+    cores: int,
+    device: str,
+    episodes: int | None,
+    overrides: dict[str, Any] | None = None,
+) -> float:
     """Env steps per second of one ML10 iteration (the second: the first builds the envs)."""
-    overrides = (
-        {} if episodes is None else {EPISODE_KEYS.get(algorithm, "episodes_per_trial"): episodes}
-    )
+    overrides = dict(overrides or {})
+    if episodes is not None:
+        overrides[EPISODE_KEYS.get(algorithm, "episodes_per_trial")] = episodes
     out = Path(tempfile.mkdtemp(prefix="scaling-"))
     settings = RunSettings("ML10", algorithm, 0, 1, out, overrides, cpus=cores, device=device)
     plan = plan_run(settings)
@@ -59,14 +69,18 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="*", default=["rl2-ppo-metaworld", "maml-trpo"])
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--env-steps", type=int, default=5_000, help="env-only steps per process")
+    parser.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="hyperparameters (JSON values)"
+    )
     args = parser.parse_args()
+    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
     device = resolve_device(args.device)
     print(f"{os.cpu_count()} cores, {device_name(device)}, torch {torch.__version__}", flush=True)
     for cores in args.cores:
         env_rate = env_only_rate(cores, args.env_steps, lean=True)
         print(f"{cores} cores: env-only {env_rate:,.0f} steps/s", flush=True)
         for algorithm in args.algorithms:
-            rate = iteration_rate(algorithm, cores, str(device), args.episodes)
+            rate = iteration_rate(algorithm, cores, str(device), args.episodes, overrides)
             hours = 2e7 / rate / 3600
             print(
                 f"  {algorithm}: {rate:,.0f} steps/s, {rate / env_rate:.2f} of env-only, "
