@@ -18,7 +18,6 @@ hyperparameters of every algorithm measured, as ``metabench train --set`` does (
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import tempfile
 import time
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 from profile_ml10 import env_only_rate
 
+from metabench.cli import hyperparameter
 from metabench.devices import device_name, resolve_device
 from metabench.harness.run import RunSettings, build_algorithm, plan_run
 
@@ -70,10 +70,11 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--env-steps", type=int, default=5_000, help="env-only steps per process")
     parser.add_argument(
-        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="hyperparameters (JSON values)"
-    )
+        "--set", nargs="*", type=hyperparameter, default=[], metavar="KEY=VALUE",
+        help="hyperparameters, read as metabench train --set reads them",
+    )  # fmt: skip
     args = parser.parse_args()
-    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    overrides = dict(args.set)
     device = resolve_device(args.device)
     print(f"{os.cpu_count()} cores, {device_name(device)}, torch {torch.__version__}", flush=True)
     for cores in args.cores:

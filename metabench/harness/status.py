@@ -113,6 +113,7 @@ def run_status(path: Path) -> RunStatus:
     config = run.read_config()
     if config is None:
         raise RunError(f"{path} has no config.json: it is not a metabench run directory")
+    budget = int(config.get("env_steps_budget", 0))
     start = RunStatus(
         path=path,
         benchmark=str(config["benchmark"]),
@@ -122,8 +123,8 @@ def run_status(path: Path) -> RunStatus:
         iteration=0,
         n_iterations=None,
         env_steps=None,
-        env_steps_budget=int(config.get("env_steps_budget", 0)),
-        planned_env_steps=int(config.get("env_steps_budget", 0)),
+        env_steps_budget=budget,
+        planned_env_steps=budget,
         wall_time_s=None,
         metatest=None,
         final=False,
