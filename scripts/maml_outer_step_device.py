@@ -25,6 +25,7 @@ from metabench.algos.maml import MAML, MAMLConfig
 from metabench.algos.maml.functional import TaskData
 from metabench.algos.maml.policy import GaussianMLPPolicy
 from metabench.devices import device_name, resolve_device
+from metabench.memory import retain_freed_memory
 
 OBS_DIM, ACTION_DIM, TASKS = 39, 4, 20
 """ML10's observation and action sizes and maml-trpo's ML10 meta-batch."""
@@ -50,8 +51,9 @@ def on(device: torch.device, tasks: list[TaskData]) -> list[TaskData]:
     return [TaskData(*(tensor.to(device) for tensor in task)) for task in tasks]
 
 
-def outer_steps(device: torch.device, steps: int, rounds: int) -> tuple[list[float], torch.Tensor]:
-    """Times of ``rounds`` outer steps after a warm-up, and the parameters after one step."""
+def ml10_step(device: torch.device, steps: int) -> tuple[MAML, list[TaskData], list[TaskData]]:
+    """maml-trpo's ML10 policy and two synthetic batches of ``steps`` steps per task on
+    ``device``: what :meth:`MAML.trpo_optimize` takes one outer step from."""
     config = MAMLConfig(
         meta_batch_size=TASKS,
         episodes_per_task=1,
@@ -67,8 +69,13 @@ def outer_steps(device: torch.device, steps: int, rounds: int) -> tuple[list[flo
     algo.policy = GaussianMLPPolicy(OBS_DIM, ACTION_DIM, (512, 512), weight_init="xavier").to(
         device
     )
+    return algo, on(device, batch(steps, 1)), on(device, batch(steps, 2))
+
+
+def outer_steps(device: torch.device, steps: int, rounds: int) -> tuple[list[float], torch.Tensor]:
+    """Times of ``rounds`` outer steps after a warm-up, and the parameters after one step."""
+    algo, train, valid = ml10_step(device, steps)
     start = {name: value.clone() for name, value in algo.policy.state_dict().items()}
-    train, valid = on(device, batch(steps, 1)), on(device, batch(steps, 2))
     times = []
     for round_ in range(rounds + 1):
         algo.policy.load_state_dict(start)
@@ -94,6 +101,7 @@ def main() -> None:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads on the CPU")
     args = parser.parse_args()
+    retain_freed_memory()  # as every run does (metabench.harness.run.build_algorithm)
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} CPU threads")

@@ -10,12 +10,16 @@ its achieved rate, the time the update would take at the machine's rate (the flo
 implementation of the same computation can beat), and the end-to-end rate that floor allows
 when the env steps at metabench's env-only rate on every core.
 
-FLOPs are linear in the steps of an iteration, so the update runs on shortened iterations
-(``--episodes``, default 1 episode per task or trial) and is scaled to the published 10. The
-FLOP counts do not depend on the machine's load; the times do: run it on an idle machine.
+The update runs on shortened iterations (``--episodes``, default 1 episode per task or trial)
+and is scaled to the published 10: by the steps, or for a chunked RL2 update (Meta-World+'s,
+``rl2-ppo-metaworld``) by its chunks, whose number is not proportional to a trial's length. An
+RL2 update split over the env worker (``--set update_processes=true``) is counted in one process
+(the same products, all of them here) and its floor is taken at the rate of every process it
+runs in. The FLOP counts do not depend on the machine's load; the times do: run it on an idle
+machine.
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/update_floor_ml10.py [--parts rl2 maml]
-        [--episodes N] [--ops N]
+        [--rl2 rl2-ppo-metaworld] [--set KEY=VALUE ...] [--episodes N] [--ops N]
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -33,6 +38,8 @@ from profile_ml10 import build, env_only_rate
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
+from metabench.algos.rl2.chunked_update import chunk_starts
+from metabench.cli import hyperparameter
 from metabench.threads import torch_threads
 
 PUBLISHED_EPISODES = 10
@@ -47,6 +54,8 @@ class UpdateCost:
     flops: int
     seconds: float
     threads: int
+    processes: int
+    """Processes the update runs in, each on ``threads`` threads."""
     scale: float
     """Published iteration size over the measured one."""
     iteration_steps: int
@@ -101,7 +110,9 @@ def top_ops(run: Callable[[], object], rows: int) -> str:
 
 def maml_update(episodes: int, ops: int = 0) -> UpdateCost:
     """MAML-TRPO's outer step (meta-gradient, CG on the KL Hessian, line search) on one
-    meta-batch of ``episodes`` episodes per task, timed and then counted from the same start."""
+    meta-batch of ``episodes`` episodes per task, timed as a run's later iterations take it
+    (after a first step, which pays for the pages its memory is new in) and then counted from
+    the same start."""
     algo, _ = build("maml-trpo", {"episodes_per_task": episodes})
     tasks = algo.task_sampler.sample(algo.config.meta_batch_size, np.random.default_rng(0))
     meta = {name: p.detach() for name, p in algo.policy.params().items()}
@@ -118,6 +129,10 @@ def maml_update(episodes: int, ops: int = 0) -> UpdateCost:
         valid = [algo.process(e) for e in valid_episodes]
         start_state = copy.deepcopy(algo.policy.state_dict())
         start = time.perf_counter()
+        algo.meta_optimize(train, valid)  # the first step's memory is new to the process
+        print(f"MAML-TRPO outer step: the process's first took {time.perf_counter() - start:.2f} s")
+        algo.policy.load_state_dict(start_state)
+        start = time.perf_counter()
         step = algo.meta_optimize(train, valid)
         seconds = time.perf_counter() - start
         algo.policy.load_state_dict(start_state)
@@ -129,21 +144,27 @@ def maml_update(episodes: int, ops: int = 0) -> UpdateCost:
     print(f"MAML-TRPO outer step: {step.reason}, {step.n_backtracks} backtracks")
     scale = PUBLISHED_EPISODES / episodes
     steps = sum(e.n_steps for e in train_episodes) + sum(e.n_steps for e in valid_episodes)
-    return UpdateCost("MAML-TRPO outer step", flops, seconds, threads, scale, int(steps * scale))
+    return UpdateCost("MAML-TRPO outer step", flops, seconds, threads, 1, scale, int(steps * scale))
 
 
-def rl2_update(episodes: int, ops: int = 0) -> UpdateCost:
-    """RL2-PPO's update (PPO epochs over whole trials, one process): counted on the first
-    iteration of ``episodes`` episodes per trial, timed on the second (same sizes), profiled
-    by op on a third if ``ops``."""
-    algo, _ = build("rl2-ppo", {"episodes_per_trial": episodes})
+def rl2_update(
+    algorithm: str, overrides: dict[str, Any], episodes: int, ops: int = 0
+) -> UpdateCost:
+    """``algorithm``'s RL2 update as configured (whole trials or chunks, one process or split):
+    counted in one process on the first iteration of ``episodes`` episodes per trial, timed on
+    the second (same sizes), profiled by op on a third if ``ops``."""
+    algo, _ = build(algorithm, {**overrides, "episodes_per_trial": episodes})
     model = algo.model
     original = model.train
+    split = model.update_venv
+    processes = split.processes if split is not None else 1
     record: dict[str, float] = {}
 
     def count_train() -> None:
         record["threads"] = torch.get_num_threads()
+        model.update_venv = None  # every product in this process, where it is counted
         record["flops"] = counted(original)
+        model.update_venv = split
 
     def time_train() -> None:
         start = time.perf_counter()
@@ -157,38 +178,50 @@ def rl2_update(episodes: int, ops: int = 0) -> UpdateCost:
         model.train = wrapper
         algo.train(1)
     steps = algo.steps_per_iteration
+    trial = model.n_steps
     algo.venv.close()
     scale = PUBLISHED_EPISODES / episodes
+    if model.chunk_length is not None:  # the same products per chunk, chunks not linear in steps
+
+        def chunks(length: int) -> int:
+            return len(chunk_starts(length, model.chunk_length, model.chunk_overlap))
+
+        scale = chunks(trial * PUBLISHED_EPISODES // episodes) / chunks(trial)
     return UpdateCost(
-        "RL2-PPO update",
+        f"{algorithm} update",
         int(record["flops"]),
         record["seconds"],
         int(record["threads"]),
+        processes,
         scale,
-        int(steps * scale),
+        int(steps * PUBLISHED_EPISODES / episodes),
     )
 
 
 def report(cost: UpdateCost, env_rate: float) -> None:
     """The update's FLOPs, achieved and peak rates, floor, and the end-to-end bound."""
-    peak = matmul_rate(cost.threads)
+    peak = matmul_rate(cost.threads) * cost.processes
     flops = cost.flops * cost.scale
     seconds = cost.seconds * cost.scale
     floor = flops / peak
     env_seconds = cost.iteration_steps / env_rate
+    where = f"{cost.threads} thread{'s' * (cost.threads > 1)}"
+    if cost.processes > 1:
+        where = f"{cost.processes} processes of {where}"
+    bound = cost.iteration_steps / (floor + env_seconds)
     print(
-        f"\n{cost.name} ({cost.threads} torch thread{'s' * (cost.threads > 1)}), per published "
+        f"\n{cost.name} ({where}), per published "
         f"iteration of {cost.iteration_steps:,} env steps:\n"
         f"  {flops / 1e12:.2f} TFLOP (matrix products), measured {seconds:.1f} s "
         f"(x{cost.scale:g} of {cost.seconds:.2f} s) = {flops / seconds / 1e9:.1f} GFLOP/s\n"
-        f"  machine's float32 matrix-product rate at {cost.threads} thread"
-        f"{'s' * (cost.threads > 1)}: {peak / 1e9:.1f} GFLOP/s -> floor {floor:.1f} s "
+        f"  machine's float32 matrix-product rate on {where}: {peak / 1e9:.1f} GFLOP/s "
+        f"-> floor {floor:.1f} s "
         f"({floor / seconds:.0%} of the measured time)\n"
         f"  env at the lean env-only rate on every core ({env_rate:,.0f} steps/s): "
         f"{env_seconds:.1f} s\n"
-        f"  end to end, at most {cost.iteration_steps / (floor + env_seconds):,.0f} steps/s with "
-        f"the update at the floor; {cost.iteration_steps / (seconds + env_seconds):,.0f} with "
-        f"the update as measured"
+        f"  end to end, at most {bound:,.0f} steps/s ({bound / env_rate:.2f} of the env-only "
+        f"rate) with the update at the floor; "
+        f"{cost.iteration_steps / (seconds + env_seconds):,.0f} with the update as measured"
     )
 
 
@@ -199,13 +232,21 @@ def main() -> None:
         "--episodes", type=int, default=1, help="episodes per task / trial measured (default 1)"
     )
     parser.add_argument(
+        "--rl2", default="rl2-ppo", metavar="ALGORITHM",
+        help="the RL2 baseline whose update is measured (default rl2-ppo)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set", nargs="*", type=hyperparameter, default=[], metavar="KEY=VALUE",
+        help="the RL2 baseline's hyperparameters, read as metabench train --set reads them",
+    )  # fmt: skip
+    parser.add_argument(
         "--ops", type=int, default=0, help="also print each update's N slowest ops (profiler)"
     )
     args = parser.parse_args()
     env_rate = env_only_rate(os.cpu_count() or 1, lean=True)
     costs = []
     if "rl2" in args.parts:
-        costs.append(rl2_update(args.episodes, args.ops))
+        costs.append(rl2_update(args.rl2, dict(args.set), args.episodes, args.ops))
     if "maml" in args.parts:
         costs.append(maml_update(args.episodes, args.ops))
     for cost in costs:

@@ -44,6 +44,7 @@ from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.provenance import algorithm_record, command_environment, how_to_make_known
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.harness.schedule import MetaTestSchedule
+from metabench.memory import retain_freed_memory
 from metabench.tasks.base import Task
 from metabench.validation import check_count
 
@@ -513,6 +514,7 @@ def build_algorithm(
     # last bits of the numbers, and a recorded command must reproduce them in any shell. Runs
     # use their cores through env worker processes (`cpus`), which never change the numbers.
     torch.set_num_threads(RUN_TORCH_THREADS)
+    retain_freed_memory()  # before the env workers fork, which inherit it
     cpus = config.get("cpus")
     device = config.get("device", "cpu")
     return entry.build(
