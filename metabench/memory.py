@@ -7,8 +7,9 @@ top), and the memory is then new to the process again: each 4 KiB page written n
 fault. On a 2-core virtual machine that was 3.3 million faults in a run's first full-size step
 and up to 1.6 million in a later one, at about 7 us each; with the memory kept, 1.9 million and
 16,000-63,000, and the steps took 103 s instead of 117 s and 88-89 s instead of 89-97 s
-(``docs/speed.md``, ``scripts/bench_freed_memory.py``). The numbers do not change, bit for bit:
-PyTorch aligns every tensor to 64 bytes wherever its memory comes from.
+(``docs/speed.md``, ``scripts/bench_freed_memory.py``). The numbers do not change, bit for bit
+(the full-size step's parameters and the tiny runs' fingerprints, compared): PyTorch aligns
+every tensor to 64 bytes wherever its memory comes from.
 
 A run's memory then stays at its peak between iterations instead of falling back, and it
 reaches that peak again in every iteration anyway. jemalloc and tcmalloc keep freed memory
