@@ -40,15 +40,15 @@ def child(kept: bool, steps: int, steps_per_task: int) -> dict[str, object]:
     applied = retain_freed_memory() if kept else False
     algo, train, valid = ml10_step(torch.device("cpu"), steps_per_task)
     start = {name: value.clone() for name, value in algo.policy.state_dict().items()}
-    times, step_faults, digest = [], [], ""
-    for _ in range(steps + 1):
+    times, step_faults = [], []
+    for _ in range(steps + 1):  # each from the same start, so each ends at the same parameters
         algo.policy.load_state_dict(start)
         before, began = faults(), time.perf_counter()
         algo.trpo_optimize(train, valid)
         times.append(time.perf_counter() - began)
         step_faults.append(faults() - before)
-        flat = torch.cat([p.detach().flatten() for p in algo.policy.parameters()])
-        digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
+    flat = torch.cat([p.detach().flatten() for p in algo.policy.parameters()])
+    digest = hashlib.sha256(flat.numpy().tobytes()).hexdigest()
     return {"applied": applied, "times": times, "faults": step_faults, "sha256": digest}
 
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import tempfile
 import time
@@ -43,6 +42,7 @@ import numpy as np
 import torch
 
 import metabench  # noqa: F401 - registers the ids
+from metabench.cli import hyperparameter
 from metabench.harness.run import RunSettings, build_algorithm, make_evaluator, plan_run
 
 BENCHMARK = "ML10"
@@ -375,6 +375,15 @@ def _env_only_worker(args: tuple[int, int, bool]) -> float:
     return time.perf_counter() - start
 
 
+def add_set_argument(parser: argparse.ArgumentParser, whose: str) -> None:
+    """``--set KEY=VALUE ...``, read as ``metabench train --set`` reads it, for ``whose``
+    hyperparameters; the parsed list of pairs goes to ``dict``."""
+    parser.add_argument(
+        "--set", nargs="*", type=hyperparameter, default=[], metavar="KEY=VALUE",
+        help=f"{whose} hyperparameters, read as metabench train --set reads them",
+    )  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parts = ["env", "rl2", "maml", "metatest"]
@@ -385,18 +394,12 @@ def main() -> None:
         default=None,
         help="episodes per trial (RL2) and per task (MAML); default: the published ones",
     )
-    parser.add_argument(
-        "--set",
-        nargs="*",
-        default=[],
-        metavar="KEY=VALUE",
-        help="hyperparameter overrides for RL2-PPO (JSON values)",
-    )
+    add_set_argument(parser, "the RL2 baseline's")
     parser.add_argument("--rl2", default="rl2-ppo", help="the RL2 baseline of --parts rl2")
     parser.add_argument("--device", default="cpu", help="metabench train's --device (rl2, maml)")
     parser.add_argument("--cpus", type=int, default=None, help="metabench train's --cpus")
     args = parser.parse_args()
-    overrides = {k: json.loads(v) for k, v in (item.split("=", 1) for item in args.set)}
+    overrides = dict(args.set)
     if "env" in args.parts:
         cores = os.cpu_count() or 1
         for lean in (False, True):

@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from profile_ml10 import env_only_rate
+from profile_ml10 import add_set_argument, env_only_rate
 
-from metabench.cli import hyperparameter
 from metabench.devices import device_name, resolve_device
 from metabench.harness.run import RunSettings, build_algorithm, plan_run
 
@@ -69,10 +68,7 @@ def main() -> None:
     parser.add_argument("--algorithms", nargs="*", default=["rl2-ppo-metaworld", "maml-trpo"])
     parser.add_argument("--episodes", type=int, default=None)
     parser.add_argument("--env-steps", type=int, default=5_000, help="env-only steps per process")
-    parser.add_argument(
-        "--set", nargs="*", type=hyperparameter, default=[], metavar="KEY=VALUE",
-        help="hyperparameters, read as metabench train --set reads them",
-    )  # fmt: skip
+    add_set_argument(parser, "every algorithm's")
     args = parser.parse_args()
     overrides = dict(args.set)
     device = resolve_device(args.device)

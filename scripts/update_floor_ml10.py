@@ -34,12 +34,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from profile_ml10 import build, env_only_rate
+from profile_ml10 import add_set_argument, build, env_only_rate
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import flop_registry
 
 from metabench.algos.rl2.chunked_update import chunk_starts
-from metabench.cli import hyperparameter
 from metabench.threads import torch_threads
 
 PUBLISHED_EPISODES = 10
@@ -180,13 +179,14 @@ def rl2_update(
     steps = algo.steps_per_iteration
     trial = model.n_steps
     algo.venv.close()
-    scale = PUBLISHED_EPISODES / episodes
-    if model.chunk_length is not None:  # the same products per chunk, chunks not linear in steps
-
-        def chunks(length: int) -> int:
-            return len(chunk_starts(length, model.chunk_length, model.chunk_overlap))
-
-        scale = chunks(trial * PUBLISHED_EPISODES // episodes) / chunks(trial)
+    if model.chunk_length is None:
+        scale = PUBLISHED_EPISODES / episodes
+    else:  # the same products per chunk, and chunks are not linear in a trial's steps
+        published, measured = (
+            len(chunk_starts(length, model.chunk_length, model.chunk_overlap))
+            for length in (trial * PUBLISHED_EPISODES // episodes, trial)
+        )
+        scale = published / measured
     return UpdateCost(
         f"{algorithm} update",
         int(record["flops"]),
@@ -235,10 +235,7 @@ def main() -> None:
         "--rl2", default="rl2-ppo", metavar="ALGORITHM",
         help="the RL2 baseline whose update is measured (default rl2-ppo)",
     )  # fmt: skip
-    parser.add_argument(
-        "--set", nargs="*", type=hyperparameter, default=[], metavar="KEY=VALUE",
-        help="the RL2 baseline's hyperparameters, read as metabench train --set reads them",
-    )  # fmt: skip
+    add_set_argument(parser, "the RL2 baseline's")
     parser.add_argument(
         "--ops", type=int, default=0, help="also print each update's N slowest ops (profiler)"
     )
