@@ -193,7 +193,7 @@ def test_ctrl_c_says_how_to_resume_and_exits_130(tmp_path):
         time.sleep(0.2)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
-    assert process.returncode == 130
+    assert process.returncode == 130, err
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1] == "metabench: interrupted; run the same command to resume"
     assert not run.result_path.exists() and run.load_checkpoint() is not None
@@ -216,7 +216,7 @@ def test_ctrl_c_checkpoints_the_iteration_it_stops_at(tmp_path):
     time.sleep(2.0)  # a few iterations in
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=120)
-    assert process.returncode == 130
+    assert process.returncode == 130, err
     assert "stopping after this iteration" in err
     state = RunDirectory(out).load_checkpoint()
     assert state is not None and state["iteration"] >= 1

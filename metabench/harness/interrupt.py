@@ -5,6 +5,12 @@ A ``KeyboardInterrupt`` raised at an arbitrary bytecode can land inside a librar
 first Ctrl-C therefore only asks the run to stop: the loop checkpoints the iteration it is in and
 raises ``KeyboardInterrupt`` itself, at a point where nothing is half done. A second Ctrl-C
 interrupts at once, as usual.
+
+The signal handler runs on the main thread between two of its bytecodes, wherever that is, so it
+does nothing but set flags: printing from it ran the console's code inside whatever the main
+thread was doing, and a Ctrl-C that came while a progress line was importing rich's emoji table
+failed the run with an ``ImportError`` ("partially initialized module"). A thread of its own
+prints the notice, through the console's lock, as any other thread would.
 """
 
 from __future__ import annotations
@@ -17,25 +23,38 @@ from types import FrameType
 
 from rich.console import Console
 
+NOTICE = "stopping after this iteration (Ctrl-C again to stop at once)"
+
 
 @contextmanager
 def stop_at_iteration_end(console: Console) -> Iterator[Callable[[], bool]]:
-    """Within the block, the first SIGINT sets a flag that the returned function reads; the
-    second raises ``KeyboardInterrupt``. Outside the main thread, where no handler can be set,
-    the flag stays false and Ctrl-C behaves as usual."""
-    requested = threading.Event()
+    """Within the block, the first SIGINT sets a flag that the returned function reads, and
+    ``console`` says so; the second raises ``KeyboardInterrupt``. Outside the main thread, where
+    no handler can be set, the flag stays false and Ctrl-C behaves as usual."""
     if threading.current_thread() is not threading.main_thread():
-        yield requested.is_set
+        yield lambda: False
         return
+    requested = False
+    wake = threading.Event()
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        if requested.is_set():
+        nonlocal requested
+        if requested:
             raise KeyboardInterrupt
-        requested.set()
-        console.print("stopping after this iteration (Ctrl-C again to stop at once)")
+        requested = True  # before wake.set(): a second Ctrl-C inside it raises, as it should
+        wake.set()
 
+    def announce() -> None:
+        wake.wait()
+        if requested:
+            console.print(NOTICE)
+
+    announcer = threading.Thread(target=announce, name="ctrl-c-notice", daemon=True)
+    announcer.start()
     previous = signal.signal(signal.SIGINT, handle)
     try:
-        yield requested.is_set
+        yield lambda: requested
     finally:
         signal.signal(signal.SIGINT, previous)
+        wake.set()  # ends the announcer; after a Ctrl-C its notice is printed before the block ends
+        announcer.join()
