@@ -44,7 +44,10 @@ def rescale_actions(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         and np.isfinite(space.high).all()
         and not (np.all(space.low == -1.0) and np.all(space.high == 1.0))
     ):
-        return gym.wrappers.RescaleAction(env, np.float32(-1.0), np.float32(1.0))
+        # bounds in the space's dtype: float32 ones on a float64 Box make gymnasium warn of an
+        # overflow when it compares them with float64's range
+        one = space.dtype.type(1.0)
+        return gym.wrappers.RescaleAction(env, -one, one)
     return env
 
 

@@ -1,6 +1,7 @@
 """RL2-PPO: trial-shaped rollouts, exact resume, the meta-test policies, and (slow) learning."""
 
 import dataclasses
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -130,7 +131,9 @@ def test_wrap_env_adds_rl2_observation_and_rescales_small_action_boxes():
     algo = RL2PPO(
         "metabench/PointGoal-v0", config=RL2PPOConfig(reward_scale=0.5, meta_batch_size=2)
     )
-    env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
+    with warnings.catch_warnings():  # PointGoal's float64 Box, rescaled without a warning
+        warnings.simplefilter("error")
+        env = algo.wrap_env(Trial(gym.make("metabench/PointGoal-v0").unwrapped, 2))
     assert isinstance(env, gym.wrappers.RescaleAction)
     assert isinstance(env.env, RL2Env) and env.env.reward_scale == 0.5
     np.testing.assert_array_equal(env.action_space.high, [1.0, 1.0])
