@@ -257,12 +257,17 @@ def build_parser() -> argparse.ArgumentParser:
         "started; env steps done of the run's total (an initial collection included), training "
         "time so far and left at that pace, "
         "and the latest meta-test (the final one, or the latest periodic one, which may use "
-        "fewer test tasks). Reads the files only: safe beside a running run.",
+        "fewer test tasks). Under the table, the command that resumes each stopped run, as "
+        "it recorded it. Reads the files only: safe beside a running run.",
         formatter_class=DefaultsHelpFormatter,
     )
     status.add_argument(
         "paths", nargs="*", type=Path, default=[Path("runs")], metavar="PATH",
         help="run directories, or folders to search for them",
+    )  # fmt: skip
+    status.add_argument(
+        "--unfinished", action="store_true",
+        help="list only the runs without a result (running, stopped, failed or not started)",
     )  # fmt: skip
 
     bench = commands.add_parser(
@@ -461,7 +466,7 @@ def train_command(args: argparse.Namespace) -> None:
             hyperparameters=dict(args.overrides),
             eval_schedule=MetaTestSchedule(args.eval_every, args.eval_every_steps),
             checkpoint_every=args.checkpoint_every,
-            command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm),
+            command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm, out),
             cpus=args.cpus,
             device=args.device,
         )
@@ -575,12 +580,20 @@ def status_command(args: argparse.Namespace) -> None:
         statuses = []
         for path in find_runs(root):
             try:
-                statuses.append(run_status(path))
+                status = run_status(path)
             except RunError as error:  # one damaged run: the others are still worth seeing
                 print_warning(str(error))
                 unreadable += 1
+                continue
+            if not (args.unfinished and status.state == "finished"):
+                statuses.append(status)
         if statuses:
             console.print(status_table(statuses, root))
+        elif args.unfinished:
+            console.print(f"every run under {root} has finished")
+        for status in statuses:
+            if status.state == "stopped" and status.command is not None:
+                console.print(f"to resume {status.path}: {status.command}", soft_wrap=True)
     if unreadable:
         what = "run directory" if unreadable == 1 else "run directories"
         raise RunError(f"{unreadable} {what} could not be read: see the warnings above")

@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from metabench.cli import main
-from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunError, RunSettings
+from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.run import (
+    CHECKPOINT_FORMAT,
+    RunDirectory,
+    RunError,
+    RunSettings,
+    make_evaluator,
+)
 from metabench.harness.training import train
 from tests.factories import TINY, build_tiny, policy_parameters
 
@@ -93,3 +100,71 @@ def test_every_algorithm_resumes_exactly_from_a_weights_only_checkpoint(tmp_path
     for algo in (straight, first, resumed):
         if hasattr(algo, "close"):
             algo.close()
+
+
+def small_metatest(name: str, seed: int):
+    """A meta-test of 2 test tasks with few episodes, on the benchmark :func:`build` uses."""
+    spec = get_benchmark("HalfCheetahVel" if name in ("cem", "cmaes") else "PointGoal")
+    exploration = spec.exploration_episodes if name in ("cem", "cmaes") else 2
+    return make_evaluator(
+        spec, seed, test_tasks=spec.test_tasks(seed)[:2], exploration_episodes=exploration,
+        test_episodes=1,
+    )  # fmt: skip
+
+
+def leaves(value) -> list[str]:
+    """The paths of every entry of a nested state, to see what a file holds."""
+    if isinstance(value, dict):
+        return [f"{key}/{leaf}" for key, item in value.items() for leaf in leaves(item)] or [""]
+    return [""]
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_a_trained_agent_meta_tests_as_the_whole_checkpoint_does(tmp_path, name):
+    trained = build(name, seed=3)
+    if trained.steps_per_iteration:
+        trained.train(1)
+    state = trained.state_dict()
+    run = RunDirectory(tmp_path)
+    run.save_checkpoint({"iteration": 1, "algorithm": state})
+    checkpoint_size = run.checkpoint_path.stat().st_size
+    assert run.keep_agent(trained)
+    assert not run.checkpoint_path.exists() and not run.keep_agent(trained)
+    agent = run.load_agent()  # weights_only=True, like a checkpoint
+    assert agent is not None and agent["iteration"] == 1
+
+    # each loaded just before its meta-test: SB3's algorithms restore the global generators
+    evaluator = small_metatest(name, seed=3)
+    from_checkpoint = build(name, seed=3)
+    from_checkpoint.load_state_dict(state)
+    expected = evaluator.evaluate(from_checkpoint).to_dict()
+    from_agent = build(name, seed=3)
+    from_agent.load_agent_state(agent["algorithm"])
+    assert evaluator.evaluate(from_agent).to_dict() == expected
+    for algo in (trained, from_checkpoint, from_agent):
+        if hasattr(algo, "close"):
+            algo.close()
+
+    kept = leaves(agent["algorithm"])
+    training_only = [path for path in leaves(state) if path not in kept]
+    if any("optimizer" in path or "buffers" in path for path in leaves(state)):
+        assert not any("optimizer" in path or "buffers" in path for path in kept)
+        assert run.agent_path.stat().st_size < checkpoint_size
+    else:  # nothing only training reads: the agent is the whole state
+        assert training_only == []
+
+
+def test_a_pearl_agent_keeps_the_encoder_and_the_policy_only():
+    pearl = build("pearl", seed=0)
+    agent = pearl.agent_state(pearl.state_dict())
+    assert sorted(agent["networks"]) == ["encoder", "policy"]
+
+
+def test_a_damaged_agent_is_refused_in_one_line_naming_what_to_do(tmp_path):
+    run = RunDirectory(tmp_path)
+    buffer = io.BytesIO()
+    torch.save({"format": 1, "weights": torch.zeros(1000)}, buffer)
+    run.agent_path.write_bytes(buffer.getvalue()[:200])  # cut off
+    with pytest.raises(RunError, match=r"agent\.pt is corrupt .*: train the run again") as error:
+        run.load_agent()
+    assert "\n" not in str(error.value)

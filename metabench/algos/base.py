@@ -257,6 +257,18 @@ class MetaRLAlgorithm(abc.ABC):
     def load_state_dict(self, state: dict[str, Any]) -> None:  # noqa: B027 - nothing to restore
         """Restore what :meth:`state_dict` returned."""
 
+    def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The part of a :meth:`state_dict` that meta-testing needs: the trained agent that a
+        finished run keeps (``agent.pt``), a fraction of a checkpoint's size. Algorithms leave
+        out what only training reads (optimiser state, replay buffers, critics) and keep their
+        random states, which the run's final meta-test drew from. The default keeps it all."""
+        return state
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`agent_state` kept: the algorithm then meta-tests exactly as it
+        would from the whole :meth:`state_dict`, but cannot go on training."""
+        self.load_state_dict(state)
+
     @contextmanager
     def _eval_generator_streams(self, seed: int) -> Iterator[None]:
         """:meth:`evaluation_streams` for an algorithm whose meta-test draws come from its own

@@ -31,6 +31,8 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.common.sb3 import (
+    agent_state,
+    load_agent_state,
     load_training_state,
     quiet_logger,
     rescale_actions,
@@ -287,9 +289,20 @@ class ReferencePPO(MetaRLAlgorithm):
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._check_config(state)
+        self.iterations = load_training_state(self.model, self.venv, state)
+
+    def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The policy and the random states, without the optimiser and the task schedule."""
+        return agent_state(state)
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        self._check_config(state)
+        self.iterations = load_agent_state(self.model, state)
+
+    def _check_config(self, state: dict[str, Any]) -> None:
         if state.get("config") != config_dict(self.config) or state.get("oracle") != self.oracle:
             raise ValueError("checkpoint was written with a different ReferenceConfig or oracle")
-        self.iterations = load_training_state(self.model, self.venv, state)
 
 
 class MultitaskPPO(ReferencePPO):

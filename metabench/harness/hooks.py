@@ -168,16 +168,20 @@ class StopOnInterrupt(Hook):
 
 class Checkpoints(Hook):
     """Writes the checkpoint every ``every`` iterations, at the last iteration, and at the one
-    training stops at (``trainer.stopping``, set by the hooks before this one)."""
+    training stops at (``trainer.stopping``, set by the hooks before this one), with the
+    ``command`` that resumes the run (which ``metabench status`` shows) when one is given."""
 
-    def __init__(self, run: RunDirectory, every: int) -> None:
-        self.run, self.every = run, every
+    def __init__(self, run: RunDirectory, every: int, command: str | None = None) -> None:
+        self.run, self.every, self.command = run, every, command
 
     def after_iteration(
         self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
     ) -> bool:
         if iteration % self.every == 0 or iteration == trainer.n_iterations or trainer.stopping:
-            self.run.save_checkpoint(trainer.checkpoint(), type(trainer.algorithm).__name__)
+            state = trainer.checkpoint()
+            if self.command is not None:
+                state["command"] = self.command
+            self.run.save_checkpoint(state, type(trainer.algorithm).__name__)
         return False
 
 

@@ -36,7 +36,8 @@ training (``config.json``'s ``periodic_test_tasks``), to set a checkpoint beside
 
 @dataclass(frozen=True)
 class LoadedRun:
-    """A run directory's algorithm, restored from its latest checkpoint, and its record.
+    """A run directory's algorithm, restored from its latest checkpoint (a finished run: its
+    trained agent, ``agent.pt``), and its record.
 
     :param plan: the run as ``config.json`` records it (benchmark, test tasks, protocol), read
         in the current version's form (:meth:`~metabench.harness.run.RunDirectory.read_config`:
@@ -99,13 +100,13 @@ class LoadedRun:
 
 
 def load_run(path: str | Path, device: str | None = None) -> LoadedRun:
-    """The run in ``path`` at its latest checkpoint.
+    """The run in ``path`` at its latest checkpoint, or its trained agent once it has finished.
 
     :param device: where its networks act (``cpu``, ``cuda``, ``auto``); ``None``: where the run
         trained. Checkpoints hold CPU tensors, so a run trained on a GPU loads on a machine
         without one; its numbers then differ from the run's by the GPU's rounding.
-    :raises RunError: if ``path`` is not a run directory, or has no checkpoint yet although its
-        algorithm trains.
+    :raises RunError: if ``path`` is not a run directory, or has neither a checkpoint nor a
+        trained agent although its algorithm trains.
     :raises DeviceError: if the device (by default the run's) does not exist here.
     """
     run = RunDirectory(path)
@@ -126,9 +127,16 @@ def load_run(path: str | Path, device: str | None = None) -> LoadedRun:
         ) from error
     algorithm = build_algorithm(spec, {**config, "device": used}, None)
     state = run.load_checkpoint()
-    if state is None and algorithm.steps_per_iteration:
-        raise RunError(f"{run.path} has no checkpoint yet: train first (metabench train ...)")
-    if state is not None:
+    if state is not None:  # a run in progress, or one finished by an earlier version
         algorithm.load_state_dict(state["algorithm"])
+    else:
+        state = run.load_agent()
+        if state is not None:
+            algorithm.load_agent_state(state["algorithm"])
+        elif algorithm.steps_per_iteration:
+            raise RunError(
+                f"{run.path} has no checkpoint or trained agent yet: train first "
+                f"(metabench train ...)"
+            )
     iteration = 0 if state is None else int(state["iteration"])
     return LoadedRun(RunPlan(spec, config, tasks, run), algorithm, iteration, used)

@@ -8,7 +8,10 @@ A run directory holds::
                         protocol's ``n_exploration_eps`` and ``n_test_episodes``) is read in the
                         current form (:func:`metabench.evaluation.upgrade_record`)
     checkpoint.pt       the latest checkpoint (algorithm state, iteration, wall time), replaced
-                        atomically every ``checkpoint_every`` iterations
+                        atomically every ``checkpoint_every`` iterations, while the run goes
+    agent.pt            once the run has finished, the trained agent in place of the checkpoint:
+                        what meta-testing needs (weights and random states), without the
+                        optimiser state, buffers and networks only training reads
     tensorboard/        meta-train and meta-test curves
     evaluations/        a meta-test result at each point of ``eval_schedule`` (on the subset of the
                         test tasks that ``[evaluation] periodic_test_tasks`` asks for, if any)
@@ -27,6 +30,7 @@ import json
 import os
 import pickle
 import re
+import shlex
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -51,6 +55,12 @@ from metabench.validation import check_count
 CHECKPOINT_FORMAT = 2
 """Format 2: tensors and plain values only, read with ``torch.load(weights_only=True)`` so that
 loading a checkpoint can run no code (format 1 held NumPy arrays and was unpickled in full)."""
+
+
+AGENT_FORMAT = 1
+"""``agent.pt``: ``{"format", "iteration", "algorithm"}``, the last being the algorithm's
+:meth:`~metabench.algos.base.MetaRLAlgorithm.agent_state`; read like a checkpoint, with
+``torch.load(weights_only=True)``."""
 
 
 CONFIG_REQUIRED = ("benchmark", "algorithm", "hyperparameters", "seed")
@@ -111,6 +121,7 @@ class RunDirectory:
         self.path = Path(path)
         self.config_path = self.path / "config.json"
         self.checkpoint_path = self.path / "checkpoint.pt"
+        self.agent_path = self.path / "agent.pt"
         self.result_path = self.path / "result.json"
         self.corrupt_path = self.path / "result.json.corrupt"
         self.set_aside = False
@@ -235,33 +246,48 @@ class RunDirectory:
 
         Only tensors and plain values are read (``weights_only=True``): a file that would
         construct any other object is refused without running it, since anyone who can write
-        a run directory (a shared ``--results`` folder) could otherwise run code as the next
-        user who resumes or evaluates it.
+        a run directory (a shared ``--results`` folder, a repository's ``results/``) could
+        otherwise run code as the next user who resumes or evaluates it.
         """
-        if not self.checkpoint_path.exists():
-            return None
-        try:
-            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
-        except pickle.UnpicklingError as error:
-            found = re.search(r"GLOBAL ([\w.]+)", str(error))
-            what = f" ({found.group(1)})" if found else ""
-            raise RunError(
-                f"checkpoint {self.checkpoint_path} holds objects other than tensors and plain "
-                f"values{what}, so it was not loaded: it was written by an older metabench, by "
-                f"an algorithm whose state_dict() held such objects, or is not a metabench "
-                f"checkpoint; delete it to restart the run from the beginning"
-            ) from None
-        except Exception as error:  # torch raises many kinds on a damaged file
-            raise RunError(
-                f"checkpoint {self.checkpoint_path} is corrupt ({type(error).__name__}): "
-                f"delete it to restart the run from the beginning"
-            ) from None
-        if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-            raise RunError(
-                f"checkpoint {self.checkpoint_path} is not a metabench checkpoint of format "
-                f"{CHECKPOINT_FORMAT}: delete it to restart the run"
-            )
-        return state
+        return _load_weights_only(
+            self.checkpoint_path,
+            CHECKPOINT_FORMAT,
+            "checkpoint",
+            "delete it to restart the run from the beginning",
+        )
+
+    def load_agent(self) -> dict[str, Any] | None:
+        """The finished run's trained agent (``agent.pt``), read as :meth:`load_checkpoint`
+        reads a checkpoint; ``None`` if there is none."""
+        return _load_weights_only(
+            self.agent_path,
+            AGENT_FORMAT,
+            "trained agent",
+            "train the run again into a new --out (its command is in result.json)",
+        )
+
+    def keep_agent(self, algorithm: MetaRLAlgorithm) -> bool:
+        """Replace the checkpoint of a finished run by its trained agent (``agent.pt``): the
+        :meth:`~metabench.algos.base.MetaRLAlgorithm.agent_state` of the checkpoint's state,
+        a fraction of its size, which is what a run committed to a repository ships. Returns
+        whether there was a checkpoint to replace.
+
+        The agent is written before the checkpoint is deleted: a process killed in between
+        leaves both, and the next call does the same again.
+        """
+        state = self.load_checkpoint()
+        if state is None:
+            return False
+        agent = {
+            "format": AGENT_FORMAT,
+            "iteration": state["iteration"],
+            "algorithm": algorithm.agent_state(state["algorithm"]),
+        }
+        buffer = io.BytesIO()
+        torch.save(agent, buffer)
+        atomic_write_bytes(self.agent_path, buffer.getvalue())
+        self.checkpoint_path.unlink()
+        return True
 
     def save_checkpoint(self, state: dict[str, Any], algorithm: str = "the algorithm") -> None:
         """Write ``state`` (``algorithm``: the algorithm's ``state_dict()``), once it is known
@@ -282,6 +308,29 @@ class RunDirectory:
                 f"load_state_dict()"
             )
         atomic_write_bytes(self.checkpoint_path, data)
+
+
+def _load_weights_only(path: Path, format: int, what: str, fix: str) -> dict[str, Any] | None:
+    """The ``format`` file at ``path`` (a checkpoint or an agent, ``what``), ``None`` if there
+    is none; :class:`RunError` ending with ``fix`` if it is damaged, of another format, or holds
+    anything but tensors and plain values (refused without running it)."""
+    if not path.exists():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL ([\w.]+)", str(error))
+        objects = f" ({found.group(1)})" if found else ""
+        raise RunError(
+            f"{what} {path} holds objects other than tensors and plain values{objects}, so it "
+            f"was not loaded: it was written by an older metabench, by an algorithm whose "
+            f"state_dict() held such objects, or is not a metabench {what}; {fix}"
+        ) from None
+    except Exception as error:  # torch raises many kinds on a damaged file
+        raise RunError(f"{what} {path} is corrupt ({type(error).__name__}): {fix}") from None
+    if not isinstance(state, dict) or state.get("format") != format:
+        raise RunError(f"{what} {path} is not a metabench {what} of format {format}: {fix}")
+    return state
 
 
 def _weights_only_bytes(value: Any) -> bytes | None:
@@ -445,12 +494,42 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
     return spec, json.loads(json.dumps(config)), test_tasks  # as config.json will read back
 
 
-def recorded_command(argv: Sequence[str], benchmark: str, algorithm: str) -> str:
+def recorded_command(
+    argv: Sequence[str], benchmark: str, algorithm: str, out: str | Path | None = None
+) -> str:
     """The command line of ``metabench argv`` that reproduces a run in a plain shell: with
-    ``METABENCH_SPECS=...`` (and ``PYTHONPATH=...``) in front when the run needs them."""
+    ``METABENCH_SPECS=...`` (and ``PYTHONPATH=...``) in front when the run needs them, each word
+    quoted for the shell, and ``argv``'s ``--out`` (the run directory ``out``) made portable:
+    relative to the root of the git work tree that holds it, where the command is to be run
+    (a run kept in a repository resumes from any clone), else absolute."""
     entry = get_algorithm(algorithm)
     environment = command_environment(get_benchmark(benchmark).path, entry)
-    return " ".join([*environment, "metabench", *argv])
+    words = list(argv) if out is None else with_out(argv, portable_path(Path(out)))
+    return " ".join([*environment, "metabench", shlex.join(words)])
+
+
+def portable_path(path: Path) -> str:
+    """``path`` relative to the root of the git work tree holding it (the nearest folder
+    above it with a ``.git``), or absolute when no work tree holds it."""
+    path = path.absolute()
+    for folder in path.parents:
+        if (folder / ".git").exists():
+            return path.relative_to(folder).as_posix()
+    return str(path)
+
+
+def with_out(argv: Sequence[str], out: str) -> list[str]:
+    """``argv`` with the value of its ``--out`` option (``--out X`` or ``--out=X``) replaced by
+    ``out``, or ``--out out`` added where it has none (the run's default folder)."""
+    words = list(argv)
+    for index, word in enumerate(words):
+        if word == "--out" and index + 1 < len(words):
+            words[index + 1] = out
+            return words
+        if word.startswith("--out="):
+            words[index] = f"--out={out}"
+            return words
+    return [*words, "--out", out]
 
 
 def check_algorithm_known(config: dict[str, Any]) -> None:

@@ -72,6 +72,9 @@ class RunStatus:
     """Whether :attr:`metatest` is the final meta-test (else the latest periodic one)."""
     holder: str | None = None
     """Who holds the lock (``pid N``) while the run goes."""
+    command: str | None = None
+    """The command that resumes the run, as its latest checkpoint recorded it (``None``: a
+    checkpoint written before checkpoints recorded it, or none)."""
     best: MetaTestPoint | None = None
     """The periodic meta-test of highest success so far (the first of equals): the statistic
     the Meta-World paper reports per run; ``None`` without periodic meta-tests with success."""
@@ -171,6 +174,7 @@ def run_status(path: Path) -> RunStatus:
         wall_time_s=checkpoint.get("wall_time"),
         metatest=None if latest is None else latest[1],
         holder=holder,
+        command=checkpoint.get("command"),
     )
 
 

@@ -76,6 +76,8 @@ def _train_locked(
     finished = run.completed_result()
     if finished is not None:
         console.print(f"{run.path} is already complete; its result is {run.result_path}")
+        if run.keep_agent(algo):  # finished by a process killed before it could do this
+            console.print(f"Kept its trained agent in {run.agent_path}, in place of its checkpoint")
         return finished
     if run.set_aside:
         console.print(f"{run.result_path} was corrupt (moved to {run.corrupt_path}): re-running")
@@ -105,7 +107,7 @@ def _train_locked(
         hooks.append(PeriodicMetaTest(plan, settings.eval_schedule))
     hooks += [
         StopOnInterrupt(console),
-        Checkpoints(run, settings.checkpoint_every),
+        Checkpoints(run, settings.checkpoint_every, settings.command),
         ProgressBar(console, f"{spec.name} {settings.algorithm} seed {settings.seed}"),
     ]
     results = trainer.run(hooks, metatests)
@@ -123,6 +125,7 @@ def _train_locked(
         train_evaluation=None if on_train is None else on_train.to_dict(),
     )
     write_result(run.result_path, result)
+    run.keep_agent(algo)
     console.print(metatest_table(final, title=f"{spec.name} / {settings.algorithm}: meta-test"))
     return result
 

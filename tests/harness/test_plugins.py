@@ -133,7 +133,7 @@ def test_a_spec_folder_run_records_the_command_that_reproduces_it(
     )
 
     # in a plain shell, from the repository, the recorded command runs it again: same numbers
-    for name in ("result.json", "checkpoint.pt"):
+    for name in ("result.json", "agent.pt"):
         (run / name).unlink()
     plain = {k: v for k, v in os.environ.items() if k not in ("METABENCH_SPECS", "PYTHONPATH")}
     command = first["command"].replace(" metabench ", f" {sys.executable} -m metabench.cli ", 1)

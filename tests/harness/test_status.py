@@ -192,3 +192,23 @@ def test_cli_shows_the_readable_runs_and_names_a_damaged_one(stopped_run, tmp_pa
     assert "bandit" in captured.out and "stopped" in captured.out
     assert f"checkpoint {checkpoint} is corrupt" in captured.err
     assert "1 run directory could not be read" in captured.err
+
+
+def test_unfinished_lists_only_the_runs_without_a_result_and_how_to_resume_them(
+    stopped_run, tmp_path, capsys
+):
+    finished = tmp_path / "runs" / "nop-run"
+    train(RunSettings("Bandit", "nop", seed=0, env_steps=1, out=finished))
+    command = "metabench train --benchmark Bandit --out 'runs/a b'"
+    path = stopped_run / "checkpoint.pt"
+    torch.save({**torch.load(path, weights_only=True), "command": command}, path)
+    assert run_status(stopped_run).command == command
+
+    assert main(["status", "--unfinished", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "bandit" in out and "nop-run" not in out
+    assert f"to resume {stopped_run}: {command}" in out.splitlines()
+    assert main(["status", str(tmp_path / "runs")]) == 0
+    assert "nop-run" in capsys.readouterr().out
+    assert main(["status", "--unfinished", str(finished)]) == 0
+    assert capsys.readouterr().out.strip() == f"every run under {finished} has finished"

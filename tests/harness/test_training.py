@@ -93,17 +93,44 @@ def test_nop_result_records_provenance_and_floor(tmp_path):
     }
 
 
-def test_rl2_run_writes_checkpoint_and_is_not_repeated(tmp_path, capsys):
+@pytest.fixture
+def keeps_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Finished runs keep their checkpoint, as those of earlier versions did, and as a run has
+    it while its final meta-test goes."""
+    monkeypatch.setattr(RunDirectory, "keep_agent", lambda self, algorithm: False)
+
+
+def test_a_finished_run_keeps_its_agent_instead_of_its_checkpoint_and_is_not_repeated(
+    tmp_path, capsys
+):
     out = tmp_path / "rl2"
     first = train(settings(out))
     assert first["iterations"] == 2 and first["env_steps"] == 2 * STEPS_PER_ITERATION
-    state = RunDirectory(out).load_checkpoint()
-    assert state is not None and state["iteration"] == 2
+    run = RunDirectory(out)
+    agent = run.load_agent()
+    assert run.load_checkpoint() is None and agent is not None and agent["iteration"] == 2
+    assert "optimizer" not in agent["algorithm"] and "policy" in agent["algorithm"]
     assert (out / "tensorboard" / "metabench").is_dir()
     again = train(settings(out))
     assert again == json.loads((out / "result.json").read_text())
     assert "already complete" in capsys.readouterr().err
     assert no_temporary_files(out)
+
+
+def test_a_run_killed_before_it_kept_its_agent_keeps_it_when_run_again(
+    tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "rl2"
+    with monkeypatch.context() as patch:
+        patch.setattr(RunDirectory, "keep_agent", lambda self, algorithm: False)
+        first = train(settings(out))
+    run = RunDirectory(out)
+    assert run.load_checkpoint() is not None and run.load_agent() is None
+    capsys.readouterr()
+    assert train(settings(out)) == first
+    assert f"Kept its trained agent in {run.agent_path}" in capsys.readouterr().err
+    assert run.load_checkpoint() is None and run.load_agent() is not None
+    assert evaluate(out).to_dict() == first["metatest"]
 
 
 def test_budget_is_whole_iterations_never_more(tmp_path):
@@ -186,7 +213,7 @@ def test_evaluate_writes_into_a_copied_run_without_its_evaluations_folder(tmp_pa
     out, copy = tmp_path / "r", tmp_path / "copy"
     train(settings(out))
     copy.mkdir()
-    for name in ("config.json", "checkpoint.pt"):  # what a hand-made copy of a run holds
+    for name in ("config.json", "agent.pt"):  # what a hand-made copy of a run holds
         shutil.copy(out / name, copy / name)
     result = evaluate(copy, test_tasks=2, exploration_episodes=1, test_episodes=1)
     (written,) = (copy / "evaluations").glob("evaluate-*.json")
@@ -230,7 +257,9 @@ def write_as_version_1(out: Path) -> None:
     atomic_write_json(out / "result.json", result)
 
 
-def test_a_run_written_by_version_1_resumes_and_evaluates_as_the_same_run(tmp_path, capsys):
+def test_a_run_written_by_version_1_resumes_and_evaluates_as_the_same_run(
+    tmp_path, capsys, keeps_checkpoint
+):
     """A run directory of version 1 (``n_exploration_eps``, ``n_test_episodes``) is the same run:
     its files read in version 2's form, ``metabench evaluate`` reproduces its numbers, and it
     resumes (here: its final meta-test again, from its checkpoint) to the same result."""
@@ -301,7 +330,7 @@ def test_a_run_directory_in_use_is_refused_until_its_run_ends(tmp_path):
     assert train(settings(out))["iterations"] == 2
 
 
-def test_corrupt_checkpoint_is_reported(tmp_path):
+def test_corrupt_checkpoint_is_reported(tmp_path, keeps_checkpoint):
     out = tmp_path / "r"
     run = RunDirectory(out)
     train(settings(out))
@@ -429,7 +458,7 @@ def test_maml_trpo_runs_through_the_same_harness(tmp_path, short_point_goal):
     assert result["iterations"] == 2 and result["env_steps"] == 320
     assert "metatrain/post_update_return" in result["metatrain"]
     assert result["config"]["hyperparameters"]["num_grad_updates"] == 1
-    assert RunDirectory(out).load_checkpoint()["iteration"] == 2
+    assert RunDirectory(out).load_agent()["iteration"] == 2
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) lr of maml-trpo"):
         train(RunSettings("PointGoal", "maml-trpo", 0, 320, tmp_path / "x", {"lr": 1}))
 
@@ -460,7 +489,7 @@ def test_table_lists_failed_grid_cells(tmp_path):
 
 
 def test_pearl_records_the_env_steps_it_took_its_initial_collection_included(
-    tmp_path, short_point_goal
+    tmp_path, short_point_goal, keeps_checkpoint
 ):
     # 3 training tasks x 20 initial steps, then 2 tasks x (20 prior + 20 posterior) an iteration
     overrides = {

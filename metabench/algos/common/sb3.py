@@ -104,17 +104,34 @@ def training_state(
     return state
 
 
+TRAINING_ONLY = ("optimizer", "num_timesteps", "tasks")
+"""What of :func:`training_state` only training reads: a trained agent leaves it out."""
+
+
+def agent_state(state: dict[str, Any]) -> dict[str, Any]:
+    """:func:`training_state` without what only training reads (:data:`TRAINING_ONLY`): the
+    policy's weights, the iteration count and the random states a meta-test draws from."""
+    return {key: value for key, value in state.items() if key not in TRAINING_ONLY}
+
+
+def load_agent_state(model: OnPolicyAlgorithm, state: dict[str, Any]) -> int:
+    """Restore :func:`agent_state` (or a whole :func:`training_state`) into ``model``'s policy
+    and the random states; returns the iteration count."""
+    model.policy.load_state_dict(state["policy"])
+    set_global_rng_state(state["global_rng"])
+    if model.device.type == "cuda" and "cuda_rng" in state:  # saved on a GPU, resumed on one
+        torch.cuda.set_rng_state(state["cuda_rng"], model.device)
+    return int(state["iterations"])
+
+
 def load_training_state(
     model: OnPolicyAlgorithm, venv: MetaBatchVecEnv, state: dict[str, Any]
 ) -> int:
     """Restore :func:`training_state`; returns the iteration count. Iterations end where trials
     (or episodes) end, so the next ``learn()`` starts with a reset: the one that was due."""
-    model.policy.load_state_dict(state["policy"])
+    iterations = load_agent_state(model, state)
     model.policy.optimizer.load_state_dict(state["optimizer"])
     model.num_timesteps = int(state["num_timesteps"])
     venv.load_state_dict(state["tasks"])
-    set_global_rng_state(state["global_rng"])
-    if model.device.type == "cuda" and "cuda_rng" in state:  # saved on a GPU, resumed on one
-        torch.cuda.set_rng_state(state["cuda_rng"], model.device)
     model._last_obs = None
-    return int(state["iterations"])
+    return iterations

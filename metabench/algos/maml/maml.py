@@ -618,6 +618,21 @@ class MAML(MetaRLAlgorithm):
                 f"state is missing {sorted(missing)}: pass the state_dict() of a MAML with the "
                 f"same outer_optimizer"
             )
+        self.load_agent_state(state)
+        if self._outer_optimizer is not None:
+            self._outer_optimizer.load_state_dict(state["outer_optimizer"])
+
+    def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The policy, the iteration and the random states, without the outer step's Adam
+        moments (``"outer_optimizer"``, present with an Adam outer step only)."""
+        return {key: value for key, value in state.items() if key != "outer_optimizer"}
+
+    def load_agent_state(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`agent_state` (or the policy and random states of a whole
+        :meth:`state_dict`).
+
+        :raises ValueError: if the policy shapes differ.
+        """
         try:
             self.policy.load_state_dict(state["policy"])
         except RuntimeError as error:
@@ -626,8 +641,6 @@ class MAML(MetaRLAlgorithm):
         self._rng.bit_generator.state = state["numpy_rng"]
         self._generator.set_state(state["torch_rng"])
         self._eval_generator.set_state(state["eval_torch_rng"])
-        if self._outer_optimizer is not None:
-            self._outer_optimizer.load_state_dict(state["outer_optimizer"])
 
     def close(self) -> None:
         """Close the vector env."""

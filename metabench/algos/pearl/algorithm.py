@@ -71,6 +71,9 @@ TaskIndices = Sequence[int] | np.ndarray
 """Indices into the training tasks (a list, or an array of ints)."""
 NETWORKS = ("encoder", "policy", "critic", "value", "value_target")
 OPTIMIZERS = ("encoder", "policy", "critic", "value")
+AGENT_NETWORKS = ("encoder", "policy")
+"""The networks a meta-test uses: the critics and value networks only train the policy."""
+AGENT_LEAVES_OUT = ("optimizers", "rl_buffers", "encoder_buffers")
 
 
 def pearl_env(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
@@ -464,9 +467,8 @@ class PEARL(MetaRLAlgorithm):
 
         :raises ValueError: a checkpoint of another configuration.
         """
-        if state.get("config") != recorded_config(self.config):
-            raise ValueError("checkpoint was written with a different PEARLConfig")
-        for name in NETWORKS:
+        self.load_agent_state(state)
+        for name in set(NETWORKS) - set(AGENT_NETWORKS):
             getattr(self, name).load_state_dict(state["networks"][name])
         for name in OPTIMIZERS:
             self.optimizers[name].load_state_dict(state["optimizers"][name])
@@ -476,6 +478,22 @@ class PEARL(MetaRLAlgorithm):
         ):
             for buffer, saved in zip(buffers, state[key], strict=True):
                 buffer.load_state_dict(saved)
+
+    def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The encoder and the policy (:data:`AGENT_NETWORKS`), the counters and the random
+        states: no critics, optimisers or buffers, which hold most of a checkpoint."""
+        kept = {key: value for key, value in state.items() if key not in AGENT_LEAVES_OUT}
+        return {**kept, "networks": {name: state["networks"][name] for name in AGENT_NETWORKS}}
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`agent_state` (or that part of a whole :meth:`state_dict`).
+
+        :raises ValueError: a checkpoint of another configuration.
+        """
+        if state.get("config") != recorded_config(self.config):
+            raise ValueError("checkpoint was written with a different PEARLConfig")
+        for name in AGENT_NETWORKS:
+            getattr(self, name).load_state_dict(state["networks"][name])
         self.iterations = int(state["iterations"])
         self.env_steps = int(state["env_steps"])
         self._rng.bit_generator.state = state["numpy_rng"]

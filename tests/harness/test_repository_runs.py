@@ -1,0 +1,135 @@
+"""A run kept in a git repository: committed mid-way, it resumes from a fresh clone with its
+recorded command, to the numbers of a run that was never interrupted."""
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from metabench.harness.run import RunDirectory, portable_path, recorded_command, with_out
+
+ROOT = Path(__file__).resolve().parents[2]
+METABENCH = Path(sys.executable).with_name("metabench")
+"""The console script of the environment running the tests, as a plain shell finds it."""
+
+# Bandit with RL2-PPO's preset: 64 trials of 3 one-pull episodes per iteration
+STEPS_PER_ITERATION = 64 * 3
+ITERATIONS = 40
+
+
+def test_out_is_recorded_relative_to_the_work_tree_that_holds_it(tmp_path):
+    repository = tmp_path / "repo"
+    (repository / ".git").mkdir(parents=True)
+    assert portable_path(repository / "results" / "ML10" / "run") == "results/ML10/run"
+    outside = tmp_path / "elsewhere" / "run"
+    assert portable_path(outside) == str(outside)
+    assert with_out(["train", "--out", "x", "--seed", "1"], "y") == [
+        "train", "--out", "y", "--seed", "1",
+    ]  # fmt: skip
+    assert with_out(["train", "--out=x"], "y") == ["train", "--out=y"]
+    assert with_out(["train"], "runs/r") == ["train", "--out", "runs/r"]
+
+
+def test_the_recorded_command_quotes_each_word_for_the_shell(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["train", "--benchmark", "Bandit", "--algorithm", "nop", "--out", "my runs/a"]
+    command = recorded_command(argv, "Bandit", "nop", tmp_path / "my runs" / "a")
+    words = shlex.split(command)
+    assert words[0] == "metabench" and words[-2:] == ["--out", str(tmp_path / "my runs" / "a")]
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+        cwd=cwd, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return done.stdout
+
+
+def repository(path: Path) -> Path:
+    """A new git repository with the project's ``.gitignore``."""
+    path.mkdir()
+    git(path, "init", "--quiet")
+    shutil.copy(ROOT / ".gitignore", path / ".gitignore")
+    return path
+
+
+def plain_shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``command`` in bash, with ``metabench`` found on ``PATH`` as an installed one is."""
+    path = f"{METABENCH.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(
+        ["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PATH": path},
+    )  # fmt: skip
+
+
+def numbers(run: Path) -> dict:
+    """What a run computed: its result's numbers, without wall times and the command."""
+    result = json.loads((run / "result.json").read_text())
+    metatrain = {k: v for k, v in result["metatrain"].items() if "/time_" not in k}
+    return {
+        "metatrain": metatrain,
+        **{key: result[key] for key in ("config", "env_steps", "iterations", "metatest")},
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_run_committed_mid_way_resumes_from_a_fresh_clone_as_if_never_interrupted(tmp_path):
+    out = "results/Bandit/rl2-ppo-seed0"
+    argv = [
+        "train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--seed", "0",
+        "--steps", str(ITERATIONS * STEPS_PER_ITERATION), "--checkpoint-every", "1",
+        "--eval-every", "10", "--out", out,
+    ]  # fmt: skip
+    source = repository(tmp_path / "source")
+    process = subprocess.Popen(
+        [str(METABENCH), *argv], cwd=source, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    run = RunDirectory(source / out)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        if run.checkpoint_path.exists() and run.load_checkpoint()["iteration"] >= 2:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)  # as a session's end stops a run
+    process.wait()
+    assert not run.result_path.exists(), "the run finished before it could be interrupted"
+    killed_at = run.load_checkpoint()["iteration"]
+
+    git(source, "add", "--all")
+    git(source, "commit", "--quiet", "--message", "the run so far")
+    committed = git(source, "ls-files", out).split()
+    assert f"{out}/checkpoint.pt" in committed and f"{out}/config.json" in committed
+    assert not [name for name in committed if "/tensorboard/" in name or name.endswith(".lock")]
+
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "--quiet", str(source), str(clone))
+    status = plain_shell(f"metabench status --unfinished {out}", clone)
+    assert status.returncode == 0, status.stderr
+    prefix = f"to resume {out}: "
+    (line,) = [line for line in status.stdout.splitlines() if line.startswith(prefix)]
+    command = line.removeprefix(prefix)
+    assert f"--out {out}" in command  # relative to the root of the clone
+    resumed = plain_shell(command, clone)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"Resuming {out} at iteration {killed_at} of {ITERATIONS}" in resumed.stderr
+
+    straight_through = repository(tmp_path / "straight")
+    straight = plain_shell(command, straight_through)
+    assert straight.returncode == 0, straight.stderr
+    assert numbers(clone / out) == numbers(straight_through / out)
+
+    # what is committed once it has finished: the trained agent in place of the checkpoint
+    finished = RunDirectory(clone / out)
+    assert finished.agent_path.exists() and not finished.checkpoint_path.exists()
+    evaluated = plain_shell(f"metabench evaluate {out}", clone)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "The same numbers as the run's final meta-test" in evaluated.stderr
