@@ -223,8 +223,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser(
         "evaluate",
-        help="meta-test the latest checkpoint of a run",
-        description="Meta-test the latest checkpoint of a run directory and print the result.",
+        help="meta-test the latest checkpoint of a run, or the trained agent of a finished one",
+        description="Meta-test the latest checkpoint of a run directory (a finished run: its "
+        "trained agent, agent.pt) and print the result. Without options this is the run's own "
+        "final meta-test again, and says whether it gives the numbers of its result.json; the "
+        "options meta-test the same agent under another protocol.",
     )
     evaluate.add_argument("run_dir", type=Path, help="a directory written by metabench train")
     evaluate.add_argument(
@@ -242,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--test-episodes", type=positive_int, default=None, help="episodes after adapting"
     )
+    evaluate.add_argument(
+        "--test-actions", choices=("mode", "sample"), default=None,
+        help="the test episodes act with the mode of the action distribution (Meta-World+'s "
+        "protocol) or sample from it (garage's); default: as the run's deterministic_test says",
+    )  # fmt: skip
     evaluate.add_argument(
         "--device", type=device_option, default=None,
         help="where the networks act (cpu, cuda or auto; default: where the run trained), e.g. "
@@ -608,6 +616,7 @@ def evaluate_command(args: argparse.Namespace) -> None:
         args.exploration_episodes,
         args.test_episodes,
         device=args.device,
+        test_actions=args.test_actions,
     )
 
 

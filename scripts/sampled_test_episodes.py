@@ -10,10 +10,10 @@ the return and success rate per episode of the trial::
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 
-from metabench.harness.loading import load_run
+from metabench.harness.loading import load_run, set_test_actions
+from metabench.harness.run import RunError
 
 
 def main() -> None:
@@ -24,11 +24,11 @@ def main() -> None:
     )
     args = parser.parse_args()
     run = load_run(args.run_dir)
-    algorithm = run.algorithm
-    if not hasattr(algorithm, "config") or "deterministic_test" not in vars(algorithm.config):
-        parser.error(f"{run.config['algorithm']} has no deterministic_test option")
-    algorithm.config = dataclasses.replace(algorithm.config, deterministic_test=False)
-    result = run.evaluator(args.test_tasks).evaluate(algorithm, run.processes)
+    try:
+        set_test_actions(run.algorithm, "sample")
+    except RunError as error:
+        parser.error(str(error))
+    result = run.evaluator(args.test_tasks).evaluate(run.algorithm, run.processes)
     aggregate = result.to_dict()["aggregate"]
     print(
         json.dumps(

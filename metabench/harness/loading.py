@@ -9,6 +9,7 @@ meta-test its run recorded, for ``metabench evaluate`` and for your own analysis
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -140,3 +141,23 @@ def load_run(path: str | Path, device: str | None = None) -> LoadedRun:
             )
     iteration = 0 if state is None else int(state["iteration"])
     return LoadedRun(RunPlan(spec, config, tasks, run), algorithm, iteration, used)
+
+
+def set_test_actions(algorithm: MetaRLAlgorithm, test_actions: Literal["mode", "sample"]) -> None:
+    """Make the test episodes of ``algorithm`` act with the mode of its action distribution or
+    sample from it, whatever its run recorded: the same agent under Meta-World+'s protocol
+    (the mode) or garage's (sampled). It sets the ``deterministic_test`` option of the
+    algorithm's config, which every meta-test result records.
+
+    :raises RunError: if the algorithm has no such option (its test episodes act as its own
+        settings say: PEARL's and the references' ``deterministic_eval`` covers every episode).
+    """
+    config = getattr(algorithm, "config", None)
+    fields = dataclasses.fields(config) if dataclasses.is_dataclass(config) else ()
+    if config is None or "deterministic_test" not in {field.name for field in fields}:
+        raise RunError(
+            f"{type(algorithm).__name__} has no deterministic_test option, so its test episodes "
+            f"act as its own settings say: leave out --test-actions"
+        )
+    replaced = dataclasses.replace(config, deterministic_test=test_actions == "mode")
+    algorithm.config = replaced  # type: ignore[attr-defined]

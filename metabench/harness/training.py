@@ -25,7 +25,7 @@ from metabench.harness.hooks import (
     StopOnInterrupt,
     TensorBoard,
 )
-from metabench.harness.loading import PERIODIC, load_run
+from metabench.harness.loading import PERIODIC, load_run, set_test_actions
 from metabench.harness.provenance import provenance, provenance_differences
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
@@ -153,18 +153,24 @@ def evaluate(
     test_episodes: int | None = None,
     console: Console | None = None,
     device: str | None = None,
+    test_actions: Literal["mode", "sample"] | None = None,
 ) -> MetaTestResult:
-    """Meta-test the latest checkpoint of a run; writes a new ``evaluations/evaluate-<time>.json``.
+    """Meta-test the latest checkpoint of a run (a finished run: its trained agent); writes a new
+    ``evaluations/evaluate-<time>.json``.
 
     By default this is the run's own final meta-test again: its recorded test tasks and protocol,
     and the random streams of its checkpoint, so a finished run gives its ``result.json``
     numbers exactly (checked, and said). ``test_tasks`` (so many of the run's, the first of each
     class; ``"periodic"``: those of its meta-tests during training) and the episode counts change
-    the protocol; ``device`` (default: the run's) where the networks act, e.g. the CPU for a run
-    trained on a GPU, which the evaluation file records.
+    the protocol, and so does ``test_actions`` (``"mode"`` or ``"sample"``:
+    :func:`~metabench.harness.loading.set_test_actions`); ``device`` (default: the run's) where
+    the networks act, e.g. the CPU for a run trained on a GPU, which the evaluation file
+    records.
     """
     console = console or make_console(stderr=True)
     run = load_run(run_dir, device)
+    if test_actions is not None:
+        set_test_actions(run.algorithm, test_actions)
     recorded_device = run.config.get("device", "cpu")
     # checked before the meta-test, not after it: a run directory copied without its
     # evaluations/ folder, or a read-only one, fails at once instead of losing the meta-test
@@ -190,7 +196,7 @@ def evaluate(
         },
     )
     console.print(metatest_table(result, title=f"{run.path}: meta-test"))
-    own = (test_tasks, exploration_episodes, test_episodes) == (None, None, None)
+    own = (test_tasks, exploration_episodes, test_episodes, test_actions) == (None,) * 4
     if own and run.device != recorded_device:
         console.print(
             f"The run trained on {recorded_device}, this meta-test ran on {run.device}: its "

@@ -527,3 +527,29 @@ def test_pearl_records_the_env_steps_it_took_its_initial_collection_included(
     assert (stopped.state, stopped.env_steps, stopped.planned_env_steps) == ("stopped", 220, 220)
     progress = status_table([stopped], out).columns[3]
     assert progress.header == "env steps" and list(progress.cells) == ["220 / 220 (100%)"]
+
+
+def test_evaluate_with_other_test_actions_gives_what_a_run_trained_with_them_gives(tmp_path):
+    # deterministic_test changes only the test episodes: the two runs train alike
+    sampled = train(settings(tmp_path / "sampled"))
+    mode = train(settings(tmp_path / "mode", hyperparameters={"deterministic_test": True}))
+    agents = [RunDirectory(tmp_path / name).load_agent() for name in ("sampled", "mode")]
+    weights = [agent["algorithm"]["policy"] for agent in agents if agent is not None]
+    assert len(weights) == 2 and weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
+    assert sampled["metatest"]["aggregate"] != mode["metatest"]["aggregate"]
+    result = evaluate(tmp_path / "sampled", test_actions="mode")
+    assert result.to_dict() == mode["metatest"]
+    (written,) = (tmp_path / "sampled" / "evaluations").glob("evaluate-*.json")
+    assert json.loads(written.read_text())["metatest_protocol"]["deterministic_test"] is True
+    assert evaluate(tmp_path / "mode", test_actions="sample").to_dict() == sampled["metatest"]
+
+
+def test_test_actions_of_an_algorithm_without_the_option_is_a_one_line_error(tmp_path, capsys):
+    out = tmp_path / "nop"
+    train(settings(out, algorithm="nop", steps=1))
+    assert main(["evaluate", str(out), "--test-actions", "mode"]) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "metabench: error: NOP has no deterministic_test option, so its test episodes act as its "
+        "own settings say: leave out --test-actions"
+    )
