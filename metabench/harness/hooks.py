@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -168,19 +169,20 @@ class StopOnInterrupt(Hook):
 
 class Checkpoints(Hook):
     """Writes the checkpoint every ``every`` iterations, at the last iteration, and at the one
-    training stops at (``trainer.stopping``, set by the hooks before this one), with the
-    ``command`` that resumes the run (which ``metabench status`` shows) when one is given."""
+    training stops at (``trainer.stopping``, set by the hooks before this one), with the plain
+    values of ``record`` beside the trainer's state (the command that resumes the run, which
+    ``metabench status`` shows, and the CPUs that trained it)."""
 
-    def __init__(self, run: RunDirectory, every: int, command: str | None = None) -> None:
-        self.run, self.every, self.command = run, every, command
+    def __init__(
+        self, run: RunDirectory, every: int, record: Mapping[str, Any] | None = None
+    ) -> None:
+        self.run, self.every, self.record = run, every, dict(record or {})
 
     def after_iteration(
         self, trainer: MetaTrainer, iteration: int, stats: dict[str, float]
     ) -> bool:
         if iteration % self.every == 0 or iteration == trainer.n_iterations or trainer.stopping:
-            state = trainer.checkpoint()
-            if self.command is not None:
-                state["command"] = self.command
+            state = {**trainer.checkpoint(), **self.record}
             self.run.save_checkpoint(state, type(trainer.algorithm).__name__)
         return False
 

@@ -121,6 +121,24 @@ def cpu_record() -> dict[str, Any]:
     }
 
 
+def cpu_history(recorded: list[dict[str, Any]] | None, iteration: int) -> list[dict[str, Any]]:
+    """The kinds of CPU that trained a run, each with the first iteration it trained
+    (``{"from_iteration", "cpu"}``, ``cpu`` a :func:`cpu_record`): those its checkpoint
+    recorded, then this machine's where it differs from the last.
+
+    :param recorded: the checkpoint's history; ``None``: none (a new run, or a checkpoint of a
+        version that kept none, whose CPU for its first ``iteration`` iterations is unknown).
+    :param iteration: the iterations done before this process goes on.
+    """
+    here = cpu_record()
+    history = list(recorded or [])
+    if recorded is None and iteration > 0:
+        history.append({"from_iteration": 1, "cpu": None})
+    if not history or history[-1]["cpu"] != here:
+        history.append({"from_iteration": iteration + 1, "cpu": here})
+    return history
+
+
 def provenance(device: str = "cpu") -> dict[str, Any]:
     """Everything a result file records about the software and machine that produced it; a run
     on a GPU (``device`` as config.json records it) also records the GPU's model and CUDA."""

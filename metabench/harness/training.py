@@ -26,7 +26,7 @@ from metabench.harness.hooks import (
     TensorBoard,
 )
 from metabench.harness.loading import PERIODIC, load_run, set_test_actions
-from metabench.harness.provenance import provenance, provenance_differences
+from metabench.harness.provenance import cpu_history, provenance, provenance_differences
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
 from metabench.harness.run import (
@@ -88,6 +88,7 @@ def _train_locked(
         remove_temporaries(run.path)  # writes cut off when the last process was killed
         trainer.resume(state)
         console.print(f"Resuming {run.path} at iteration {trainer.iteration} of {n_iterations}")
+    trained_on = cpu_history(None if state is None else state.get("trained_on"), trainer.iteration)
     evaluator = plan.evaluator()
     metatests = [
         MetaTest("metatest", evaluator, plan.metatest_processes, "meta-testing", "metatest")
@@ -107,15 +108,20 @@ def _train_locked(
         hooks.append(PeriodicMetaTest(plan, settings.eval_schedule))
     hooks += [
         StopOnInterrupt(console),
-        Checkpoints(run, settings.checkpoint_every, settings.command),
+        Checkpoints(
+            run, settings.checkpoint_every, {"command": settings.command, "trained_on": trained_on}
+        ),
         ProgressBar(console, f"{spec.name} {settings.algorithm} seed {settings.seed}"),
     ]
     results = trainer.run(hooks, metatests)
     final, on_train = results["metatest"], results.get("train_evaluation")
+    record = provenance(config.get("device", "cpu"))
+    if len(trained_on) > 1:  # resumed on another kind of CPU, which can move the last bits
+        record["trained_on"] = trained_on
     result = make_result(
         config=config,
         command=settings.command,
-        provenance=provenance(config.get("device", "cpu")),
+        provenance=record,
         iterations=n_iterations,
         env_steps=trainer.initial_steps + n_iterations * trainer.steps_per_iteration,
         wall_time_s=trainer.wall_time,

@@ -10,10 +10,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from metabench.harness.run import RunDirectory, portable_path, recorded_command, with_out
+from metabench.harness import provenance
+from metabench.harness.hooks import StopOnInterrupt
+from metabench.harness.run import (
+    RunDirectory,
+    RunSettings,
+    portable_path,
+    recorded_command,
+    with_out,
+)
+from metabench.harness.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
 METABENCH = Path(sys.executable).with_name("metabench")
@@ -133,3 +143,57 @@ def test_a_run_committed_mid_way_resumes_from_a_fresh_clone_as_if_never_interrup
     evaluated = plain_shell(f"metabench evaluate {out}", clone)
     assert evaluated.returncode == 0, evaluated.stderr
     assert "The same numbers as the run's final meta-test" in evaluated.stderr
+
+
+def stop_after(iteration: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the next run stop after ``iteration``, as Ctrl-C there would."""
+    after_iteration = StopOnInterrupt.after_iteration
+
+    def ctrl_c(self: StopOnInterrupt, trainer: Any, done: int, stats: Any) -> bool:
+        if done == iteration:
+            signal.raise_signal(signal.SIGINT)
+        return after_iteration(self, trainer, done, stats)
+
+    monkeypatch.setattr(StopOnInterrupt, "after_iteration", ctrl_c)
+
+
+def bandit_run(out: Path) -> RunSettings:
+    return RunSettings("Bandit", "rl2-ppo", 0, 4 * STEPS_PER_ITERATION, out, checkpoint_every=1)
+
+
+def test_a_run_resumed_on_another_kind_of_cpu_records_each_and_where_it_took_over(
+    tmp_path, monkeypatch
+):
+    out = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(provenance, "cpu_record", lambda: {"model": "first"})
+        stop_after(2, patch)
+        with pytest.raises(KeyboardInterrupt):
+            train(bandit_run(out))
+    with monkeypatch.context() as patch:
+        patch.setattr(provenance, "cpu_record", lambda: {"model": "second"})
+        result = train(bandit_run(out))
+    assert result["provenance"]["trained_on"] == [
+        {"from_iteration": 1, "cpu": {"model": "first"}},
+        {"from_iteration": 3, "cpu": {"model": "second"}},
+    ]
+    assert result["provenance"]["cpu"] == {"model": "second"}  # the one that finished it
+
+    # resumed on the same kind of CPU: one kind, nothing more to say
+    same = tmp_path / "same"
+    with monkeypatch.context() as patch:
+        stop_after(2, patch)
+        with pytest.raises(KeyboardInterrupt):
+            train(bandit_run(same))
+    assert "trained_on" not in train(bandit_run(same))["provenance"]
+
+
+def test_a_checkpoint_that_kept_no_cpu_history_says_its_first_iterations_cpu_is_unknown():
+    here = provenance.cpu_record()
+    assert provenance.cpu_history(None, 0) == [{"from_iteration": 1, "cpu": here}]
+    assert provenance.cpu_history(None, 12) == [
+        {"from_iteration": 1, "cpu": None},
+        {"from_iteration": 13, "cpu": here},
+    ]
+    recorded = [{"from_iteration": 1, "cpu": here}]
+    assert provenance.cpu_history(recorded, 12) == recorded
