@@ -94,9 +94,13 @@ def results_markdown(
     lines += [
         "## Runs",
         "",
+        "A run with a trained agent (`agent.pt`) can be meta-tested again, under its own protocol "
+        "or another, without training: `metabench evaluate <run>`.",
+        "",
         "| benchmark | algorithm | seed | env steps | wall time | meta-test return per episode "
-        "(exploration → test) | post-adaptation return | post-adaptation success | run |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "(exploration → test) | post-adaptation return | post-adaptation success | run | "
+        "trained agent |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for path, result in runs:
         config, aggregate = result["config"], result["metatest"]["aggregate"]
@@ -106,7 +110,7 @@ def results_markdown(
             f"| {config['benchmark']} | {config['algorithm']} | {config['seed']} | "
             f"{result['env_steps']:,} | {format_duration(result['wall_time_s'])} | {curve} | "
             f"{format_number(test_return)} | {format_number(success)} | "
-            f"`{path.parent.relative_to(root)}` |"
+            f"`{path.parent.relative_to(root)}` | {_agent(path.parent, result)} |"
         )
     if failures:
         lines += [
@@ -143,6 +147,15 @@ def results_markdown(
             f"{ref.source} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _agent(run: Path, result: dict[str, Any]) -> str:
+    """The Runs table's cell for the run's trained agent: its file, none needed (an algorithm
+    that does not meta-train, whose meta-test needs nothing but its settings), or none kept
+    (a run finished before runs kept their agents)."""
+    if (run / "agent.pt").is_file():
+        return "`agent.pt`"
+    return "none needed" if result["iterations"] == 0 else "—"
 
 
 def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> str:

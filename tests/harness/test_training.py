@@ -553,3 +553,20 @@ def test_test_actions_of_an_algorithm_without_the_option_is_a_one_line_error(tmp
         "metabench: error: NOP has no deterministic_test option, so its test episodes act as its "
         "own settings say: leave out --test-actions"
     )
+
+
+def test_the_runs_table_says_which_runs_ship_a_trained_agent(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    train(settings(results / "nop", algorithm="nop"))
+    train(settings(results / "rl2"))
+    with monkeypatch.context() as patch:  # finished as an earlier version did: no agent kept
+        patch.setattr(RunDirectory, "keep_agent", lambda self, algorithm: False)
+        train(settings(results / "old", steps=3 * STEPS_PER_ITERATION))
+    (results / "old" / "checkpoint.pt").unlink()
+    assert main(["table", "--results", str(results)]) == 0
+    rows = {
+        line.split("|")[-3].strip(): line.split("|")[-2].strip()
+        for line in (results / "README.md").read_text().splitlines()
+        if line.startswith("| Bandit |") and line.count("|") == 11
+    }
+    assert rows == {"`nop`": "none needed", "`rl2`": "`agent.pt`", "`old`": "—"}
