@@ -31,12 +31,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.common.sb3 import (
-    agent_state,
-    load_agent_state,
-    load_training_state,
+    SB3Checkpoints,
     quiet_logger,
     rescale_actions,
-    training_state,
 )
 from metabench.algos.implementation import Implementation
 from metabench.data import EpisodeBatch
@@ -172,7 +169,7 @@ class ReferencePolicy(Policy):
         return np.asarray(action[0])
 
 
-class ReferencePPO(MetaRLAlgorithm):
+class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
     """PPO on the task distribution, with (:class:`OraclePPO`) or without
     (:class:`MultitaskPPO`) the task in its observation; see the module docstring.
 
@@ -195,6 +192,7 @@ class ReferencePPO(MetaRLAlgorithm):
     """
 
     oracle: ClassVar[bool]
+    model: PPO
     """Whether the task is appended to the observation."""
     uses_device = True
 
@@ -280,29 +278,8 @@ class ReferencePPO(MetaRLAlgorithm):
         return exploration_policy
 
     # -- checkpoints -----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue training: weights, optimizer, counters, task schedule."""
-        return {
-            "config": config_dict(self.config),
-            "oracle": self.oracle,
-            **training_state(self.model, self.venv, self.iterations),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._check_config(state)
-        self.iterations = load_training_state(self.model, self.venv, state)
-
-    def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The policy and the random states, without the optimiser and the task schedule."""
-        return agent_state(state)
-
-    def load_agent_state(self, state: dict[str, Any]) -> None:
-        self._check_config(state)
-        self.iterations = load_agent_state(self.model, state)
-
-    def _check_config(self, state: dict[str, Any]) -> None:
-        if state.get("config") != config_dict(self.config) or state.get("oracle") != self.oracle:
-            raise ValueError("checkpoint was written with a different ReferenceConfig or oracle")
+    def checkpoint_identity(self) -> dict[str, Any]:
+        return {"config": config_dict(self.config), "oracle": self.oracle}
 
 
 class MultitaskPPO(ReferencePPO):

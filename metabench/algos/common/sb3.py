@@ -135,3 +135,48 @@ def load_training_state(
     venv.load_state_dict(state["tasks"])
     model._last_obs = None
     return iterations
+
+
+class SB3Checkpoints:
+    """The checkpoint methods of an algorithm that trains an SB3 ``model`` on a meta-batch
+    ``venv`` (RL2, the oracle and multitask references): :func:`training_state` under the
+    :meth:`checkpoint_identity` that a checkpoint must match to be loaded, and
+    :func:`agent_state` as the trained agent. Put it before ``MetaRLAlgorithm`` in the bases."""
+
+    model: OnPolicyAlgorithm
+    venv: MetaBatchVecEnv
+    iterations: int
+    config: Any
+
+    def checkpoint_identity(self) -> dict[str, Any]:
+        """Plain values a checkpoint records and must match to be loaded (its configuration)."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to continue training: weights, optimizer, counters, task schedule."""
+        return {
+            **self.checkpoint_identity(),
+            **training_state(self.model, self.venv, self.iterations),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._check_identity(state)
+        self.iterations = load_training_state(self.model, self.venv, state)
+
+    def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
+        """The policy and the random states, without the optimiser and the task schedule."""
+        return agent_state(state)
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        self._check_identity(state)
+        self.iterations = load_agent_state(self.model, state)
+
+    def _check_identity(self, state: dict[str, Any]) -> None:
+        """:raises ValueError: naming what differs, for a checkpoint of another configuration."""
+        differing = [
+            type(self.config).__name__ if key == "config" else key
+            for key, value in self.checkpoint_identity().items()
+            if state.get(key) != value
+        ]
+        if differing:
+            raise ValueError(f"checkpoint was written with a different {' or '.join(differing)}")

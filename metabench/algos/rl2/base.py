@@ -26,12 +26,9 @@ from stable_baselines3.common.callbacks import BaseCallback
 from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyBatch
 from metabench.algos.benchmark import Benchmark
 from metabench.algos.common.sb3 import (
-    agent_state,
-    load_agent_state,
-    load_training_state,
+    SB3Checkpoints,
     quiet_logger,
     rescale_actions,
-    training_state,
     unclipped_actions,
 )
 from metabench.algos.rl2.meta_test import RL2AdaptedPolicy, RL2ExplorationPolicy, RL2PolicyBatch
@@ -167,7 +164,7 @@ def _action_wrapper(clip_actions: bool) -> Callable[[gym.Env[Any, Any]], gym.Env
     return rescale_actions if clip_actions else unclipped_actions
 
 
-class RL2(MetaRLAlgorithm):
+class RL2(SB3Checkpoints, MetaRLAlgorithm):
     """What RL2 is whatever updates its recurrent policy: the trial-aware vector env, one trial
     per sub-env per iteration, the meta-test policies and the checkpoints. :class:`RL2PPO` and
     :class:`~metabench.algos.rl2.rl2_trpo.RL2TRPO` only build their model.
@@ -190,6 +187,7 @@ class RL2(MetaRLAlgorithm):
 
     config: Any
     config_class: type[Any]
+    model: RL2RecurrentPPO
     tb_log_name = "rl2"
     uses_device = True
 
@@ -345,30 +343,8 @@ class RL2(MetaRLAlgorithm):
         )
 
     # -- checkpoints -----------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to continue training: weights, optimizer, counters, task schedule."""
-        return {
-            "config": recorded_config(self.config),
-            **training_state(self.model, self.venv, self.iterations),
-        }
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._check_config(state)
-        self.iterations = load_training_state(self.model, self.venv, state)
-
-    def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The policy and the random states, without the optimiser and the task schedule."""
-        return agent_state(state)
-
-    def load_agent_state(self, state: dict[str, Any]) -> None:
-        self._check_config(state)
-        self.iterations = load_agent_state(self.model, state)
-
-    def _check_config(self, state: dict[str, Any]) -> None:
-        if state.get("config") != recorded_config(self.config):
-            raise ValueError(
-                f"checkpoint was written with a different {type(self.config).__name__}"
-            )
+    def checkpoint_identity(self) -> dict[str, Any]:
+        return {"config": recorded_config(self.config)}
 
 
 def trial_defaults(spec: Benchmark) -> dict[str, Any]:
