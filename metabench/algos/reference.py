@@ -192,8 +192,8 @@ class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
     """
 
     oracle: ClassVar[bool]
-    model: PPO
     """Whether the task is appended to the observation."""
+    model: PPO
     uses_device = True
 
     def __init__(

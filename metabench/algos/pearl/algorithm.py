@@ -73,6 +73,7 @@ NETWORKS = ("encoder", "policy", "critic", "value", "value_target")
 OPTIMIZERS = ("encoder", "policy", "critic", "value")
 AGENT_NETWORKS = ("encoder", "policy")
 """The networks a meta-test uses: the critics and value networks only train the policy."""
+TRAINING_NETWORKS = tuple(name for name in NETWORKS if name not in AGENT_NETWORKS)
 AGENT_LEAVES_OUT = ("optimizers", "rl_buffers", "encoder_buffers")
 
 
@@ -468,7 +469,7 @@ class PEARL(MetaRLAlgorithm):
         :raises ValueError: a checkpoint of another configuration.
         """
         self.load_agent_state(state)
-        for name in set(NETWORKS) - set(AGENT_NETWORKS):
+        for name in TRAINING_NETWORKS:
             getattr(self, name).load_state_dict(state["networks"][name])
         for name in OPTIMIZERS:
             self.optimizers[name].load_state_dict(state["optimizers"][name])
