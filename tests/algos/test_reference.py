@@ -73,7 +73,7 @@ def test_checkpoint_of_another_config_is_refused():
     with pytest.raises(ValueError, match="different ReferenceConfig"):
         other.load_state_dict(state)
     oracle = OraclePPO("metabench/PointGoal-v0", config=SMALL)
-    with pytest.raises(ValueError, match="different oracle$"):
+    with pytest.raises(ValueError, match=r"different oracle$"):
         oracle.load_state_dict(state)
 
 

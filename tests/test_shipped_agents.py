@@ -1,0 +1,44 @@
+"""The trained agents shipped in ``results/`` load without running code and meta-test to the
+numbers of their ``result.json`` (on the kind of CPU that made them; elsewhere ``evaluate`` says
+what differs)."""
+
+import json
+import shutil
+
+import pytest
+
+from metabench.harness.provenance import cpu_record
+from metabench.harness.run import RunDirectory
+from metabench.harness.training import evaluate
+from tests.factories import ROOT
+
+SHIPPED = sorted(path.parent for path in (ROOT / "results").rglob("agent.pt"))
+"""Every run directory of ``results/`` that ships its agent."""
+
+
+def test_results_ship_agents_and_no_checkpoint_of_a_finished_run():
+    assert SHIPPED, "results/ ships no trained agent"
+    for run in SHIPPED:
+        assert (run / "result.json").is_file(), f"{run} ships an agent but no result"
+        assert not (run / "checkpoint.pt").exists(), f"{run} ships its whole checkpoint"
+        agent = RunDirectory(run).load_agent()  # weights_only: refused if it would run code
+        result = json.loads((run / "result.json").read_text())
+        assert agent is not None and agent["iteration"] == result["iterations"]
+
+
+@pytest.mark.slow
+@pytest.mark.mujoco
+def test_a_shipped_agent_meta_tests_to_the_numbers_of_its_result(tmp_path, capsys):
+    shipped = ROOT / "results" / "HalfCheetahVel" / "maml-trpo-seed0"
+    run = tmp_path / "run"  # a copy: evaluate writes its record into the run's evaluations/
+    run.mkdir()
+    for name in ("config.json", "result.json", "agent.pt"):
+        shutil.copy(shipped / name, run / name)
+    recorded = json.loads((run / "result.json").read_text())
+    result = evaluate(run).to_dict()
+    said = capsys.readouterr().err
+    if recorded["provenance"]["cpu"] == cpu_record():
+        assert result == recorded["metatest"]
+        assert "The same numbers as the run's final meta-test" in said
+    else:  # another kind of CPU: the difference is stated, not hidden
+        assert result == recorded["metatest"] or "provenance and this machine differ in" in said
