@@ -155,7 +155,7 @@ def _agent(run: Path, result: dict[str, Any]) -> str:
     (a run finished before runs kept their agents)."""
     if (run / "agent.pt").is_file():
         return "`agent.pt`"
-    return "none needed" if result["iterations"] == 0 else "—"
+    return "none needed" if result.get("iterations") == 0 else "—"
 
 
 def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> str:
