@@ -16,9 +16,10 @@ from __future__ import annotations
 import collections
 import difflib
 import functools
+import io
 import pickle
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import metaworld
@@ -145,6 +146,39 @@ def _observation_space(classes: Sequence[type[SawyerXYZEnv]]) -> Box:
 
 
 # -- the env -------------------------------------------------------------------------------------
+class _TaskUnpickler(pickle.Unpickler):
+    """Reads a ``metaworld.Task``'s data, which Meta-World pickles, without running code.
+
+    Task data reaches metabench from files (a run's ``config.json`` holds its test tasks), and
+    plain ``pickle.loads`` would run whatever a crafted file asks. Meta-World's task data needs
+    only NumPy's array reconstruction and the split's own env classes, so nothing else is found;
+    an env class is then only referred to, never constructed, by the pickle.
+    """
+
+    _NUMPY: ClassVar[frozenset[tuple[str, str]]] = frozenset(
+        {
+            ("numpy._core.multiarray", "_reconstruct"),
+            ("numpy.core.multiarray", "_reconstruct"),  # pickled by NumPy 1.x
+            ("numpy", "ndarray"),
+            ("numpy", "dtype"),
+        }
+    )
+
+    def __init__(self, file: io.BytesIO, env_classes: Iterable[type[SawyerXYZEnv]]) -> None:
+        super().__init__(file)
+        self._classes = {(cls.__module__, cls.__qualname__): cls for cls in env_classes}
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self._NUMPY:
+            return super().find_class(module, name)
+        if (module, name) in self._classes:
+            return self._classes[(module, name)]
+        raise pickle.UnpicklingError(
+            f"refused {module}.{name}: Meta-World task data holds only NumPy arrays and the "
+            f"split's env classes"
+        )
+
+
 class MetaWorldTaskEnv(EzPickleWithTask, gym.Env[np.ndarray, np.ndarray]):
     """One Gymnasium env over a Meta-World benchmark split, following the task protocol.
 
@@ -291,7 +325,7 @@ class MetaWorldTaskEnv(EzPickleWithTask, gym.Env[np.ndarray, np.ndarray]):
                 f"needs an env built with that split/benchmark"
             )
         try:
-            data = pickle.loads(task.data)
+            data = _TaskUnpickler(io.BytesIO(task.data), self.classes.values()).load()
             env_cls = data["env_cls"]
             goal_hidden = data["partially_observable"]
         except Exception as error:

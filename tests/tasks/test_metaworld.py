@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import pickle
 from collections import Counter
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -14,6 +16,7 @@ from metaworld.types import Task as MetaWorldTask
 
 import metabench  # noqa: F401 - registers the metabench/ ids
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
+from metabench.evaluation.results import task_from_json, task_to_json
 from metabench.harness.specfiles import SpecError
 from metabench.tasks.base import TaskEnv
 from metabench.tasks.metaworld import (
@@ -256,6 +259,44 @@ def test_wrong_task_kind_raises(reach: ML1Env) -> None:
         reach.set_task({"velocity": 1.0})
     reach.set_task(good)
     assert reach.task is good
+
+
+class _WritesFile:
+    """Pickles to a call of ``pathlib.Path.touch``: what a crafted task file could run."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        import pathlib
+
+        return (pathlib.Path.touch, (self.path,))
+
+
+def test_task_data_from_a_file_runs_no_code(tmp_path: Path) -> None:
+    """A run's config.json holds its test tasks as Meta-World's pickled data: a crafted one is
+    refused before anything in it runs, while every real task of the split still loads."""
+    reach = ML1Env(env_name="reach-v3", seed=0)
+    good = reach.sample_tasks(1)[0]
+    marker = tmp_path / "ran"
+    data = pickle.loads(good.data)
+    crafted = [
+        {**data, "rand_vec": _WritesFile(str(marker))},
+        {**data, "env_cls": _WritesFile(str(marker))},
+        _WritesFile(str(marker)),
+    ]
+    for payload in crafted:
+        recorded = task_to_json(MetaWorldTask("reach-v3", pickle.dumps(payload)))
+        task = task_from_json(json.loads(json.dumps(recorded)))
+        with pytest.raises(InvalidTaskError, match=r"refused pathlib"):
+            reach.set_task(task)
+        with pytest.raises(InvalidTaskError, match=r"refused pathlib"):
+            reach.reset(options={"task": task})
+    assert not marker.exists()
+    # A real task survives the same round trip, and each of the split's tasks is accepted.
+    reach.set_task(task_from_json(json.loads(json.dumps(task_to_json(good)))))
+    for task in reach.tasks:
+        reach.set_task(task)
 
 
 def test_task_from_another_split_raises(ml10: ML10Env) -> None:
