@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
@@ -32,6 +34,10 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
             return f"{action.help} (default: {' '.join(map(str, action.default))})"
         return super()._get_help_string(action)
 
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        """argparse's wrapping, without breaking a name at its hyphen (``maml-`` / ``trpo``)."""
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
 
 class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose errors are one line (``metabench train: error: ...``)."""
@@ -49,6 +55,34 @@ def non_negative_int(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {value}")
     return value
+
+
+def seed_value(text: str) -> int:
+    """An argparse type for ``--seed`` and ``--seeds``: an integer from 0 to 2**32 - 1, the
+    seeds every algorithm's generators take (a larger one failed in some algorithms, deep in
+    their generators and without naming the option, and was taken by others)."""
+    from metabench.validation import MAX_SEED, check_seed
+
+    try:
+        return check_seed(int(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer from 0 to 2**32 - 1 ({MAX_SEED}), got {text!r}"
+        ) from None
+
+
+def spec_name(kind: Literal["envs", "baselines"], names: Sequence[str]) -> Callable[[str], str]:
+    """An argparse type for a benchmark (``kind="envs"``) or an algorithm (``"baselines"``) of
+    ``names``: an unknown one says which there are and where a spec file of one's own is looked
+    for (``METABENCH_SPECS``), where argparse's ``choices`` said only "invalid choice"."""
+    from metabench.harness.specfiles import unknown_name_message
+
+    def known(text: str) -> str:
+        if text not in names:
+            raise argparse.ArgumentTypeError(unknown_name_message(kind, text, names))
+        return text
+
+    return known
 
 
 def positive_int(text: str) -> int:
@@ -110,7 +144,7 @@ def hyperparameter(text: str) -> tuple[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from metabench.harness.algorithms import load_algorithms
+    from metabench.harness.algorithms import DEFAULT_TRAIN_STEPS, load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
 
     benchmarks = load_benchmarks()  # envs/*.toml
@@ -140,9 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--episodes-per-trial", type=positive_int, default=2, help="episodes per trial (2)"
     )
-    demo.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed for tasks and actions (0)"
-    )
+    demo.add_argument("--seed", type=seed_value, default=0, help="seed for tasks and actions (0)")
     demo.add_argument(
         "--no-metaworld", action="store_true", help="skip ML10 (saves ~10 s of set-up)"
     )
@@ -155,26 +187,35 @@ def build_parser() -> argparse.ArgumentParser:
             "the output directory. Checkpoints are written atomically; running the same command "
             "again after an interruption resumes from the last one."
         ),
+        epilog="metabench list says what each benchmark and algorithm is, and every "
+        "hyperparameter --set takes. Before training, train prints the run's predicted wall time "
+        "where metabench plan's calibration file holds its settings (--predict measures them).",
         formatter_class=DefaultsHelpFormatter,
     )
     train.add_argument(
-        "--benchmark", required=True, choices=sorted(benchmarks), help="the benchmark"
-    )
-    train.add_argument(
-        "--algorithm", required=True, choices=sorted(algorithms),
-        help="the algorithm: "
-        + "; ".join(f"{name}: {entry.description}" for name, entry in algorithms.items()),
+        "--benchmark", required=True, type=spec_name("envs", sorted(benchmarks)),
+        metavar="BENCHMARK", help=f"the benchmark, one of: {', '.join(sorted(benchmarks))}",
     )  # fmt: skip
     train.add_argument(
-        "--seed", type=non_negative_int, default=0, help="seed of training and test tasks"
+        "--algorithm", required=True, type=spec_name("baselines", sorted(algorithms)),
+        metavar="ALGORITHM",
+        help=f"the algorithm, one of: {', '.join(sorted(algorithms))}; one of your own is "
+        "found through METABENCH_SPECS (docs/own-algorithm.md)",
+    )  # fmt: skip
+    train.add_argument(
+        "--seed",
+        type=seed_value,
+        default=0,
+        help="seed of training and test tasks (0 to 2**32 - 1)",
     )
     train.add_argument(
         "--steps",
         type=positive_int,
-        default=1_000_000,
+        default=None,
         help="meta-training budget in environment steps of the iterations (whole iterations only, "
         "never more); an initial collection (PEARL's) comes on top, and the steps a run "
-        "records include it",
+        "records include it (default: the algorithm's [train_steps] for the benchmark in its "
+        f"baselines/*.toml, minutes on the toys; else {DEFAULT_TRAIN_STEPS:,})",
     )
     train.add_argument(
         "--out",
@@ -220,6 +261,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="override one hyperparameter (repeatable), e.g. --set learning_rate=3e-4",
     )
+    train.add_argument(
+        "--predict", action="store_true",
+        help="print the run's predicted wall time on this machine and stop, without training: "
+        "measures the machine first (one training iteration and two meta-tests, as metabench "
+        "plan does) unless the calibration file (metabench plan's, ~/.cache/metabench/"
+        "calibration.json) holds these settings",
+    )  # fmt: skip
 
     evaluate = commands.add_parser(
         "evaluate",
@@ -249,6 +297,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--test-actions", choices=("mode", "sample"), default=None,
         help="the test episodes act with the mode of the action distribution (Meta-World+'s "
         "protocol) or sample from it (garage's); default: as the run's deterministic_test says",
+    )  # fmt: skip
+    evaluate.add_argument(
+        "--out", type=Path, default=None,
+        help="the folder to write the evaluation's file into (default: the run's evaluations/), "
+        "e.g. for a run that cannot be written to",
     )  # fmt: skip
     evaluate.add_argument(
         "--device", type=device_option, default=None,
@@ -344,7 +397,7 @@ def build_parser() -> argparse.ArgumentParser:
         "table",
         help="write the results tables (Markdown, CSV) and plots from the result files",
         description="Collect every result.json below --results and write README.md (summary "
-        "with bootstrap intervals over seeds, performance profiles and probabilities of "
+        "with Student's t intervals over seeds, performance profiles and probabilities of "
         "improvement between algorithms, per-run rows, failed grid cells, commands, "
         "published references), summary.csv and plots/ in --out. Only files metabench wrote "
         "there before are replaced: a file of your own, or one you edited, is refused.",
@@ -384,17 +437,17 @@ def grid_arguments(
     """The options that name a grid's cells, shared by ``bench`` and ``plan``."""
     command.add_argument(
         "--benchmarks", nargs="+", default=["HalfCheetahVel"],
-        choices=sorted(benchmarks), metavar="BENCHMARK",
+        type=spec_name("envs", sorted(benchmarks)), metavar="BENCHMARK",
         help=f"benchmarks, from: {', '.join(sorted(benchmarks))}",
     )  # fmt: skip
     command.add_argument(
         "--algorithms", nargs="+",
-        default=["rl2-ppo", "maml-trpo", "cem", "nop"], choices=sorted(algorithms),
-        metavar="ALGORITHM",
+        default=["rl2-ppo", "maml-trpo", "cem", "nop"],
+        type=spec_name("baselines", sorted(algorithms)), metavar="ALGORITHM",
         help=f"algorithms, from: {', '.join(sorted(algorithms))}",
     )  # fmt: skip
     command.add_argument(
-        "--seeds", nargs="+", type=non_negative_int, default=[0],
+        "--seeds", nargs="+", type=seed_value, default=[0],
         help="seeds (a seed given twice runs once)",
     )  # fmt: skip
     command.add_argument(
@@ -424,7 +477,7 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
     in a warning (on stderr) and left out; a file of the user's in ``out`` is never replaced
     (``option`` is the command-line option that chose ``out``)."""
     from metabench.harness.comparisons import compare
-    from metabench.harness.generated import write_generated
+    from metabench.harness.generated import no_results_error, write_generated
     from metabench.harness.plots import render_plots
     from metabench.harness.resultfile import collect_results
     from metabench.harness.run import RunError
@@ -437,10 +490,7 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
         )
     runs, failures = collect_results(results, warn=print_warning), collect_failures(results)
     if not runs and not failures:
-        raise RunError(
-            f"no result.json under {results}: run metabench train or bench first, or point "
-            f"--results at their folder"
-        )
+        raise no_results_error(results)
     summaries = summarize(runs)
     plots = {f"plots/{name}": png for name, png in render_plots(runs).items()}
     page = results_markdown(results, runs, summaries, list(plots), failures, compare(runs))
@@ -459,26 +509,37 @@ def demo_command(args: argparse.Namespace) -> None:
 
 
 def train_command(args: argparse.Namespace) -> None:
+    from metabench.harness.algorithms import get_algorithm
+    from metabench.harness.calibration import forecast
     from metabench.harness.run import RunSettings, recorded_command
     from metabench.harness.schedule import MetaTestSchedule
     from metabench.harness.training import train
 
     out = args.out or Path("runs") / f"{args.benchmark}-{args.algorithm}-seed{args.seed}"
-    train(
-        RunSettings(
-            benchmark=args.benchmark,
-            algorithm=args.algorithm,
-            seed=args.seed,
-            env_steps=args.steps,
-            out=out,
-            hyperparameters=dict(args.overrides),
-            eval_schedule=MetaTestSchedule(args.eval_every, args.eval_every_steps),
-            checkpoint_every=args.checkpoint_every,
-            command=recorded_command(sys.argv[1:], args.benchmark, args.algorithm, out),
-            cpus=args.cpus,
-            device=args.device,
-        )
+    steps = args.steps or get_algorithm(args.algorithm).default_steps(args.benchmark)
+    # the record names the budget: a default that a later version changes would change the run
+    argv = sys.argv[1:] if args.steps else [*sys.argv[1:], "--steps", str(steps)]
+    settings = RunSettings(
+        benchmark=args.benchmark,
+        algorithm=args.algorithm,
+        seed=args.seed,
+        env_steps=steps,
+        out=out,
+        hyperparameters=dict(args.overrides),
+        eval_schedule=MetaTestSchedule(args.eval_every, args.eval_every_steps),
+        checkpoint_every=args.checkpoint_every,
+        command=recorded_command(argv, args.benchmark, args.algorithm, out),
+        cpus=args.cpus,
+        device=args.device,
     )
+
+    def calibrating(cell: Cell) -> None:
+        print("calibrating (one training iteration and two meta-tests) ...", file=sys.stderr)
+
+    # said before anything is built: a budget of days on a toy is seen before it starts
+    print(forecast(settings, measure=args.predict, on_calibrate=calibrating), flush=True)
+    if not args.predict:
+        train(settings)
 
 
 def bench_command(args: argparse.Namespace) -> None:
@@ -557,7 +618,7 @@ def table_command(args: argparse.Namespace) -> None:
 
 
 def plot_command(args: argparse.Namespace) -> None:
-    from metabench.harness.generated import write_generated
+    from metabench.harness.generated import no_results_error, write_generated
     from metabench.harness.plots import render_plots
     from metabench.harness.resultfile import collect_results
     from metabench.harness.run import RunError
@@ -566,7 +627,10 @@ def plot_command(args: argparse.Namespace) -> None:
         raise ValueError(f"--results {args.results} is not a folder")
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise RunError(f"--out {args.out} is a file: give a folder for the plots")
-    plots = render_plots(collect_results(args.results, warn=print_warning))
+    runs = collect_results(args.results, warn=print_warning)
+    if not runs:
+        raise no_results_error(args.results)
+    plots = render_plots(runs)
     if args.out is None:  # <results>/plots, the files `table` writes there too
         written = write_generated(
             args.results, {f"plots/{n}": p for n, p in plots.items()}, "--out"
@@ -617,6 +681,8 @@ def evaluate_command(args: argparse.Namespace) -> None:
         args.test_episodes,
         device=args.device,
         test_actions=args.test_actions,
+        out=args.out,
+        command=shlex.join([sys.executable, "-m", "metabench", *sys.argv[1:]]),
     )
 
 

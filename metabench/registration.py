@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
-from metabench.tasks.base import TaskSampler
+from metabench.tasks.base import TaskSampler, check_keywords
 from metabench.validation import check_count
 from metabench.wrappers import RL2Env, Trial
 
@@ -48,6 +48,11 @@ RL2_DEFAULTS: dict[str, dict[str, Any]] = {
 the spec files' reader (``tests/test_registration.py`` checks that they agree)."""
 
 
+RL2_KEYWORDS = ("episodes_per_trial", "reward_scale", "sampler")
+"""The keyword arguments of an RL2 id besides its task env's (``task_entry_point`` is the id's
+own, not the caller's)."""
+
+
 def make_rl2_env(
     task_entry_point: str,
     episodes_per_trial: int,
@@ -59,8 +64,12 @@ def make_rl2_env(
 
     :param task_entry_point: ``"module:Class"`` of the task env.
     :param task_kwargs: passed to the task env (``horizon``, ``split``, ``env_name``, ``seed``…).
+    :raises ConfigError: for a keyword argument neither the task env nor this function takes,
+        naming both's.
     """
-    task_env = load_env_creator(task_entry_point)(**task_kwargs)
+    creator = load_env_creator(task_entry_point)
+    check_keywords(creator, task_kwargs, RL2_KEYWORDS, f"RL2 {getattr(creator, '__name__', '')}")
+    task_env = creator(**task_kwargs)
     assert isinstance(task_env, gym.Env), f"{task_entry_point} did not build a gymnasium.Env"
     return RL2Env(Trial(task_env, episodes_per_trial, sampler=sampler), reward_scale=reward_scale)
 

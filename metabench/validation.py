@@ -43,12 +43,15 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 __all__ = [
+    "MAX_LAYER_WIDTH",
+    "MAX_SEED",
     "ConfigError",
     "Field",
     "Layer",
     "check_config",
     "check_count",
     "check_number",
+    "check_seed",
     "config_dict",
     "config_fields",
     "option",
@@ -57,6 +60,14 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+MAX_LAYER_WIDTH = 4096
+"""The largest width of a network layer or latent (``high`` of those options): 8x the widest
+published setting here (Meta-World's 512-512 MAML policy). Without a bound, a typo such as
+``hidden_size=99999999999`` ran out of memory while the network was built, with a traceback."""
+
+MAX_SEED = 2**32 - 1
+"""The largest seed: NumPy's and torch's global generators take 32-bit seeds."""
 
 
 class ConfigError(ValueError):
@@ -359,6 +370,19 @@ def check_count(name: str, value: Any, minimum: int = 1, hint: str = "") -> int:
             minimum, f"an integer >= {minimum}"
         )
         raise ValueError(f"{name} must be {kind}, got {value!r}{suffix}")
+    return int(value)
+
+
+def check_seed(value: Any, name: str = "seed") -> int:
+    """``value`` as an ``int`` if it is a seed, an integer (not a bool) from 0 to
+    :data:`MAX_SEED`, else ``ValueError`` naming ``name`` and the range: refused up front for
+    every algorithm, where a larger one failed in some algorithms' generators (without naming
+    the option) and was taken by others."""
+    integer = isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+    if not integer or not 0 <= value <= MAX_SEED:
+        raise ValueError(
+            f"{name} must be an integer from 0 to 2**32 - 1 ({MAX_SEED}), got {value!r}"
+        )
     return int(value)
 
 

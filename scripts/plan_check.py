@@ -7,7 +7,7 @@ and prints, per cell, the predicted and measured training + meta-test time (``re
 an otherwise idle machine; the default grid is ``make run``'s.
 
     .venv/bin/python scripts/plan_check.py [--benchmarks HalfCheetahVel]
-        [--algorithms maml-trpo multitask nop] [--seeds 0 1] [--profile quick] [--cpus 2]
+        [--algorithms maml-trpo multitask nop] [--seeds 0 1 2] [--profile quick] [--cpus 2]
 
 With ``--runs``, finished ``metabench train`` runs (run directories with their TensorBoard logs)
 instead: each one's recorded command is calibrated (``--calibration``, reused if measured) and
@@ -52,7 +52,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--benchmarks", nargs="+", default=["HalfCheetahVel"])
     parser.add_argument("--algorithms", nargs="+", default=["maml-trpo", "multitask", "nop"])
-    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--profile", default="quick")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--runs", nargs="+", type=Path, help="finished runs to check instead")

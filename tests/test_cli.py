@@ -48,7 +48,10 @@ def test_bench_and_train_options_and_their_defaults():
     ("args", "message"),
     [
         (["train", "--benchmark", "Bandit"], "the following arguments are required: --algorithm"),
-        (["bench", "--algorithms", "nope"], "invalid choice: 'nope'"),
+        (
+            ["bench", "--algorithms", "nope"],
+            "argument --algorithms: unknown algorithm 'nope' (did you mean 'nop'?); choose one",
+        ),
         (["bench", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
         (["plan", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
         (
@@ -163,3 +166,102 @@ def test_main_runs_the_handler_of_the_command_and_turns_its_errors_into_exit_cod
     assert main(["plot"]) == 130
     assert capsys.readouterr().err == f"metabench: {INTERRUPTED}\n"
     assert [str(path) for path in seen] == ["here", "there", "results"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["train", "--benchmark", "PointGoal", "--algorithm", "tippo"], "--algorithm"),
+        (["bench", "--algorithms", "nop", "tippo"], "--algorithms"),
+        (["plan", "--algorithms", "tippo"], "--algorithms"),
+    ],
+)
+def test_an_unknown_algorithm_names_the_algorithms_and_metabench_specs(
+    args, option, capsys, monkeypatch, tmp_path
+):
+    """A plug-in's author who forgot ``METABENCH_SPECS`` got argparse's "invalid choice"."""
+    from metabench.harness.algorithms import load_algorithms
+
+    monkeypatch.delenv("METABENCH_SPECS", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(args)
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"error: argument {option}: unknown algorithm 'tippo'; choose one of: " in line
+    assert f"choose one of: {', '.join(sorted(load_algorithms()))}; " in line
+    assert "tippo.toml, in <folder>/baselines/ with METABENCH_SPECS=<folder>" in line
+    assert "(METABENCH_SPECS is not set; see docs/own-algorithm.md)" in line
+    (tmp_path / "baselines").mkdir()  # set, but without the file
+    monkeypatch.setenv("METABENCH_SPECS", str(tmp_path))
+    with pytest.raises(SystemExit):
+        main(args)
+    assert f"METABENCH_SPECS={tmp_path} holds no baselines/tippo.toml" in capsys.readouterr().err
+
+
+def test_an_unknown_benchmark_says_where_a_benchmark_of_ones_own_is_found(capsys, monkeypatch):
+    monkeypatch.delenv("METABENCH_SPECS", raising=False)
+    with pytest.raises(SystemExit):
+        main(["train", "--benchmark", "Pointgoal", "--algorithm", "nop"])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "argument --benchmark: unknown benchmark 'Pointgoal' (did you mean 'PointGoal'?)" in line
+    assert "Pointgoal.toml, in <folder>/envs/ with METABENCH_SPECS=<folder>" in line
+
+
+def test_the_python_api_names_metabench_specs_for_an_unknown_algorithm(monkeypatch):
+    from metabench.harness.algorithms import get_algorithm
+
+    monkeypatch.delenv("METABENCH_SPECS", raising=False)
+    with pytest.raises(KeyError, match=r"METABENCH_SPECS is not set; see docs/own-algorithm\.md"):
+        get_algorithm("tippo")
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["train", "--benchmark", "Bandit", "--algorithm", "nop", "--seed"], "--seed"),
+        (["demo", "--seed"], "--seed"),
+        (["bench", "--seeds", "0"], "--seeds"),
+        (["plan", "--seeds", "0"], "--seeds"),
+    ],
+)
+def test_a_seed_beyond_32_bits_is_refused_naming_the_option_and_the_range(
+    args, option, capsys, tmp_path
+):
+    from metabench.cli import build_parser
+
+    # where a regression would take the seed: the smallest run, written under tmp_path
+    places = {
+        "train": ["--out", str(tmp_path / "run")],
+        "bench": ["--results", str(tmp_path)],
+        "plan": ["--calibration", str(tmp_path / "calibration.json")],
+        "demo": ["--no-metaworld", "--tasks", "1", "--episodes-per-trial", "1"],
+    }
+    if args[0] in ("bench", "plan"):
+        places[args[0]] += ["--benchmarks", "Bandit", "--algorithms", "nop"]
+    args = [*args[:1], *places[args[0]], *args[1:]]
+    largest = 2**32 - 1
+    parsed = build_parser().parse_args([*args, str(largest)])
+    assert largest in (parsed.seeds if option == "--seeds" else [parsed.seed])
+    for value in (str(2**32), "-1"):
+        with pytest.raises(SystemExit) as exit_info:
+            main([*args, value])
+        assert exit_info.value.code == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"metabench {args[0]}: error: argument {option}: expected an integer from 0 to "
+            f"2**32 - 1 ({largest}), got '{value}' (see metabench {args[0]} --help)"
+        ]
+
+
+def test_train_help_lists_the_algorithms_once_without_their_descriptions(capsys):
+    """The descriptions (``metabench list``'s) made ``--algorithm``'s help a wall, one of them
+    twice ("multitask: multitask: ...")."""
+    from metabench.harness.algorithms import load_algorithms
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    algorithms = load_algorithms()
+    assert f"the algorithm, one of: {', '.join(sorted(algorithms))}; " in text
+    for entry in algorithms.values():
+        assert " ".join(entry.description.split())[:40] not in text
+    assert "metabench list says what each benchmark and algorithm is" in text

@@ -122,13 +122,13 @@ def test_negative_seed_names_the_option(tmp_path, capsys, command):
     if command == "train":
         args += ["--benchmark", "Bandit", "--algorithm", "nop", "--out", str(tmp_path / "run")]
     line = one_error_line(capsys, 2, args)
-    assert "argument --seed: expected a non-negative integer, got -1" in line
+    assert "argument --seed: expected an integer from 0 to 2**32 - 1 (4294967295), got '-1'" in line
     assert not (tmp_path / "run").exists()
 
 
 def test_bench_negative_seed_names_the_option(tmp_path, capsys):
     line = one_error_line(capsys, 2, ["bench", "--seeds", "0", "-1", "--results", str(tmp_path)])
-    assert "argument --seeds: expected a non-negative integer" in line
+    assert "argument --seeds: expected an integer from 0 to 2**32 - 1" in line
 
 
 def test_bad_task_values_name_the_spec_file(tmp_path, monkeypatch, capsys):
@@ -220,3 +220,41 @@ def test_ctrl_c_checkpoints_the_iteration_it_stops_at(tmp_path):
     assert "stopping after this iteration" in err
     state = RunDirectory(out).load_checkpoint()
     assert state is not None and state["iteration"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "setting", "message", "largest"),
+    [
+        ("rl2-ppo", "hidden_size=99999999999", "hidden_size must be an integer in [1, 4096], got "
+         "99999999999", {"hidden_size": 4096}),
+        ("maml-trpo", "hidden_sizes=[64, 4097]", "hidden_sizes must be a list of integers in "
+         "[1, 4096], got [64, 4097]", {"hidden_sizes": [64, 4096]}),
+        ("pearl", "latent_size=100000", "latent_size must be an integer in [1, 4096], got 100000",
+         {"latent_size": 4096}),
+    ],
+)  # fmt: skip
+def test_a_network_width_beyond_the_bound_is_one_line_naming_it(
+    algorithm, setting, message, largest, capsys, tmp_path
+):
+    """Without a bound, a typo's width ran out of memory while the network was built, after the
+    envs, and ended in a traceback. The bound itself is a width (nothing is built here)."""
+    from metabench.harness.algorithms import get_algorithm
+    from metabench.harness.benchmarks import get_benchmark
+
+    out = tmp_path / "run"
+    args = ["train", "--benchmark", "PointGoal", "--algorithm", algorithm, "--steps", "1"]
+    line = one_error_line(capsys, 1, [*args, "--set", setting, "--out", str(out)])
+    assert line == f"metabench: error: --set: {message}"
+    assert not out.exists()
+    config = get_algorithm(algorithm).hyperparameters(get_benchmark("PointGoal"), largest)
+    assert {key: config[key] for key in largest} == largest
+
+
+def test_a_seed_beyond_32_bits_is_refused_by_the_python_api_before_any_file(tmp_path):
+    """NOP took a seed of 2**32, and other algorithms failed in their generators without
+    naming it."""
+    out = tmp_path / "run"
+    with pytest.raises(ValueError, match=r"^seed must be an integer from 0 to 2\*\*32 - 1 "):
+        train(RunSettings("Bandit", "nop", 2**32, 1, out))
+    assert not (out / "config.json").exists()
+    assert train(RunSettings("Bandit", "nop", 2**32 - 1, 1, out))["config"]["seed"] == 2**32 - 1

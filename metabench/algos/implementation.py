@@ -31,7 +31,9 @@ class Implementation:
     :param benchmark_defaults: the defaults that depend on the benchmark (RL2's episodes per
         trial, a policy search's population), over the dataclass's.
     :param check_benchmark: raises ``ValueError`` (naming the fix) when a resolved config cannot
-        work on a benchmark.
+        work on a benchmark; called with ``(spec, config)`` wherever a run's hyperparameters are
+        resolved (``train``, every cell of ``plan`` and ``bench``), before anything is built or
+        written.
     """
 
     algorithm: type[MetaRLAlgorithm]

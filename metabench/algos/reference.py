@@ -39,7 +39,7 @@ from metabench.algos.implementation import Implementation
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device
 from metabench.tasks.base import Task, TaskSampler
-from metabench.validation import check_config, config_dict, option
+from metabench.validation import MAX_LAYER_WIDTH, check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN
 
@@ -132,7 +132,10 @@ class ReferenceConfig:
     vf_coef: float = option(0.5, "value loss coefficient", low=0.0)
     max_grad_norm: float = option(0.5, "gradient clipping norm", low=0.0, low_open=True)
     hidden_sizes: tuple[int, ...] = option(
-        (64, 64), "hidden layers of the policy and of the value function (tanh)", low=1
+        (64, 64),
+        "hidden layers of the policy and of the value function (tanh)",
+        low=1,
+        high=MAX_LAYER_WIDTH,
     )
     log_std_init: float = option(0.0, "initial log standard deviation of the Gaussian policy")
     deterministic_eval: bool = option(

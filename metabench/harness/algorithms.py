@@ -33,13 +33,17 @@ from metabench.harness.specfiles import (
     check_table,
     find_line,
     read_specs,
+    unknown_name_message,
 )
-from metabench.validation import Layer, recorded_config, resolve_config
+from metabench.validation import Layer, check_seed, recorded_config, resolve_config
 
 BASELINE_SCHEMA = {
     "description": str, "entry_point": str, "source": str, "cpus": int,
-    "defaults": dict, "benchmarks": dict, "profiles": dict,
+    "defaults": dict, "benchmarks": dict, "profiles": dict, "train_steps": dict,
 }  # fmt: skip
+DEFAULT_TRAIN_STEPS = 1_000_000
+"""``metabench train``'s budget when neither ``--steps`` nor the baseline file's
+``[train_steps]`` gives one."""
 PROFILE_SCHEMA = {"source": str, "steps": int, "set": dict, "benchmarks": dict}
 PROFILE_BENCHMARK_SCHEMA = {"source": str, "steps": int, "set": dict}
 
@@ -92,6 +96,16 @@ class AlgorithmEntry:
     defaults: Setting | None = None
     """The file's ``[defaults]`` table: hyperparameters on every benchmark, from its ``source``
     (what makes MAML MAML-PPO)."""
+    train_steps: tuple[tuple[str, int], ...] = ()
+    """``(benchmark name or glob, budget)`` of the file's ``[train_steps]``, in file order:
+    ``metabench train``'s budget where ``--steps`` is not given (later matches win)."""
+
+    def default_steps(self, benchmark: str) -> int:
+        """``metabench train``'s budget on ``benchmark`` without ``--steps``: the last matching
+        entry of ``[train_steps]``, else :data:`DEFAULT_TRAIN_STEPS` (a toy's iterations can be
+        a few steps each, or minutes each, so one number cannot fit every algorithm)."""
+        matches = [steps for p, steps in self.train_steps if fnmatch.fnmatchcase(benchmark, p)]
+        return matches[-1] if matches else DEFAULT_TRAIN_STEPS
 
     @property
     def implementation(self) -> Implementation:
@@ -163,7 +177,11 @@ class AlgorithmEntry:
                 )
         config = resolve_config(implementation.config, layers)
         if implementation.check_benchmark is not None:
-            implementation.check_benchmark(spec, config)
+            try:
+                implementation.check_benchmark(spec, config)
+            except ValueError as refusal:  # the contract's way to say what to change: its
+                # message is the line to show, not a crash of the algorithm's code to trace
+                raise refusal.with_traceback(None) from None
         return recorded_config(config)
 
     def build(
@@ -180,7 +198,10 @@ class AlgorithmEntry:
 
         :raises SpecError: the algorithm breaks the plug-in contract
             (see :func:`metabench.harness.plugins.check_algorithm`).
+        :raises ValueError: a seed outside 0 .. 2**32 - 1, refused here for every algorithm
+            (some took it, others failed in their generators).
         """
+        seed = check_seed(seed)
         implementation = self.implementation
         algo = implementation.algorithm.from_benchmark(
             spec,
@@ -310,6 +331,24 @@ def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmE
             ).items()
         )
         profiles.append((profile, setting, per_benchmark))
+    train_steps = []
+    for pattern, steps in check_table(
+        spec, top.get("train_steps", {}), None, where="train_steps"
+    ).items():
+        if not any(fnmatch.fnmatchcase(name, pattern) for name in benchmark_names):
+            raise spec.error(
+                f"[train_steps] {pattern} matches no benchmark; benchmarks: "
+                f"{', '.join(sorted(benchmark_names))}",
+                pattern,
+                "train_steps",
+            )
+        if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+            raise spec.error(
+                f"[train_steps] {pattern} must be a positive integer (env steps), got {steps!r}",
+                pattern,
+                "train_steps",
+            )
+        train_steps.append((pattern, steps))
     defaults = None
     if "defaults" in top:
         values = check_table(spec, top["defaults"], None, where="defaults")
@@ -318,6 +357,7 @@ def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmE
     return AlgorithmEntry(
         spec.name, top["description"], top["source"], top["entry_point"], cpus, spec.path,
         tuple(benchmarks), tuple(profiles), spec.origin, spec.sha256, defaults,
+        tuple(train_steps),
     )  # fmt: skip
 
 
@@ -331,14 +371,13 @@ def load_algorithms() -> dict[str, AlgorithmEntry]:
 
 
 def get_algorithm(name: str) -> AlgorithmEntry:
-    """The algorithm called ``name``, or a ``KeyError`` listing the valid names."""
+    """The algorithm called ``name``, or a ``KeyError`` listing the valid names and saying
+    where an algorithm of one's own is looked for (``METABENCH_SPECS``, entry points)."""
     algorithms = load_algorithms()
     try:
         return algorithms[name]
     except KeyError:
-        raise KeyError(
-            f"unknown algorithm {name!r}; choose one of: {', '.join(sorted(algorithms))}"
-        ) from None
+        raise KeyError(unknown_name_message("baselines", name, algorithms)) from None
 
 
 def clear_spec_caches() -> None:

@@ -10,6 +10,9 @@ threads and caches cannot leak into the next one. It trains one iteration of the
 every algorithm), so a Meta-World ML10 calibration takes a few minutes on 2 cores. The results
 are kept in a JSON file (``~/.cache/metabench/calibration.json``) keyed by the machine and the
 cell's settings, so each is measured once; ``metabench plan --recalibrate`` measures again.
+
+``metabench train`` says its run's predicted time from the same file before it starts
+(:func:`forecast`), and ``metabench train --predict`` measures one first.
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ import torch
 
 from metabench._version import __version__
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.cells import Cell
 from metabench.harness.costs import CellCost, CellTimes, cell_cost, fit_metatest
+from metabench.harness.formatting import format_duration
 from metabench.harness.provenance import cpu_model, git_revision
 from metabench.harness.run import RunPlan, RunSettings, build_algorithm, plan_run
 
@@ -246,6 +251,93 @@ def predict_cells(
                 key, f"{cell.benchmark} {cell.algorithm} cpus={cell.cpus} {cell.device}", times
             )
         measured[key] = times
-        sizes = periodic_metatest_sizes(cell, plan, times.steps_per_iteration)
-        predictions.append((times, cell_cost(times, cell.steps, sizes + metatest_sizes(plan))))
+        predictions.append((times, predicted_cost(cell, plan, times)))
     return predictions
+
+
+def predicted_cost(cell: Cell, plan: RunPlan, times: CellTimes) -> CellCost:
+    """The cost of ``cell`` (planned as ``plan``) from its calibration ``times``: its iterations,
+    its meta-tests during training and its final meta-tests."""
+    sizes = periodic_metatest_sizes(cell, plan, times.steps_per_iteration)
+    return cell_cost(times, cell.steps, sizes + metatest_sizes(plan))
+
+
+def run_cell(settings: RunSettings) -> Cell:
+    """A ``metabench train`` run as the planner's cell: its settings, on its ``--cpus`` or,
+    without a bound, its baseline's cores on this machine (a calibration needs a number, and
+    those are the cores ``metabench bench`` and ``plan`` give it)."""
+    cores = os.cpu_count() or 1
+    cpus = settings.cpus
+    if cpus is None:
+        cpus = min(get_algorithm(settings.algorithm).cpus_for(settings.benchmark), cores)
+    return Cell(
+        benchmark=settings.benchmark,
+        algorithm=settings.algorithm,
+        seed=settings.seed,
+        steps=settings.env_steps,
+        overrides=tuple(settings.hyperparameters.items()),
+        out=settings.out,
+        cpus=cpus,
+        device=settings.device,
+        eval_schedule=settings.eval_schedule,
+    )
+
+
+def forecast(
+    settings: RunSettings,
+    cache_path: Path | None = None,
+    *,
+    measure: bool = False,
+    on_calibrate: Callable[[Cell], None] | None = None,
+) -> str:
+    """One line that says how long the run of ``settings`` will take on this machine, before
+    it starts: a budget of days on a toy was otherwise seen only after its first iteration.
+
+    The prediction is :func:`predict_cells`'s, from the calibration of the run's settings in
+    ``cache_path`` (default: :func:`default_cache`). Without one the line says how to get it:
+    ``measure`` (``metabench train --predict``) measures it, which trains one iteration in a
+    fresh process (``on_calibrate`` is told first), and keeps it for the next runs.
+    """
+    path = cache_path or default_cache()
+    cell = run_cell(settings)
+    plan = cell_plan(cell)  # bad settings raise here, before a line about them is printed
+    what = f"{settings.algorithm} on {settings.benchmark}, {settings.env_steps:,} env steps"
+    if not measure and not path.exists():
+        return _no_forecast(what, path)
+    try:
+        cache = CalibrationCache(path)
+    except ValueError as error:  # an unreadable file must not stop a run from starting
+        return f"no predicted time for {what}: {error}"
+    if measure:
+        ((times, cost),) = predict_cells([cell], cache, on_calibrate=on_calibrate)
+    else:
+        cached = cache.get(calibration_key(plan))
+        if cached is None:
+            return _no_forecast(what, path)
+        times, cost = cached, predicted_cost(cell, plan, cached)
+    return forecast_line(what, cell.cpus, times, cost)
+
+
+def _no_forecast(what: str, path: Path) -> str:
+    return (
+        f"no predicted time for {what}: {path} holds no calibration of these settings on this "
+        f"machine; the same command with --predict measures one (one training iteration and two "
+        f"meta-tests) and stops before training"
+    )
+
+
+def forecast_line(what: str, cpus: int, times: CellTimes, cost: CellCost) -> str:
+    """``predicted: ...`` for a run (``what``) of cost ``cost``, from a calibration ``times``
+    measured on ``cpus`` cores."""
+    if cost.iterations:
+        training = (
+            f"{cost.iterations:,} iteration{'' if cost.iterations == 1 else 's'} of "
+            f"{times.steps_per_iteration:,} env steps at "
+            f"{times.iteration_s:,.1f} s each"
+        )
+    else:
+        training = "no training iterations"
+    return (
+        f"predicted: {what}: {format_duration(cost.total_s)} on this machine ({training}, then "
+        f"{format_duration(cost.metatest_s)} of meta-tests; calibrated on {cpus} cores)"
+    )

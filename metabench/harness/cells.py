@@ -19,6 +19,11 @@ from typing import Any
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.schedule import MetaTestSchedule
 
+PLAN_FILE = ".metabench-grid.json"
+"""The plan of the latest grid run into a results folder: every cell's benchmark, algorithm,
+seed, budget and directory (relative to the folder), written by the grid before any cell runs
+and read by ``metabench status``."""
+
 
 @dataclass(frozen=True)
 class Cell:

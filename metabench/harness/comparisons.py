@@ -11,6 +11,7 @@ import dataclasses
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 
@@ -28,25 +29,93 @@ from metabench.harness.stats import (
 
 __all__ = [
     "COMPARISON_RESAMPLES",
-    "NORMALIZATION_ALGORITHMS",
+    "NORMALISED_LABEL",
     "PROFILE_THRESHOLDS_RETURN",
     "PROFILE_THRESHOLDS_SUCCESS",
+    "RAW_RETURN_LABEL",
+    "RAW_RETURN_THRESHOLDS",
+    "RETURN_SCALES",
+    "SUCCESS_LABEL",
     "Comparison",
+    "ReturnScale",
     "benchmark_scores",
     "compare",
     "comparison_markdown",
     "improvement_interval",
     "performance_profile",
     "probability_of_improvement",
+    "profile_thresholds",
 ]
 
 PROFILE_THRESHOLDS_SUCCESS = (0.0, 0.1, 0.25, 0.5, 0.75)
 """Thresholds of the performance profile tables where the score is meta-test success."""
 PROFILE_THRESHOLDS_RETURN = (0.0, 0.25, 0.5, 0.75, 1.0)
 """Thresholds of the performance profile tables where the score is the normalised return."""
-NORMALIZATION_ALGORITHMS = ("nop", "oracle")
-"""The algorithms whose mean post-adaptation returns are 0 and 1 of a benchmark's normalised
-return (zero actions, and a policy trained on each test task), where the benchmark has both."""
+RAW_RETURN_THRESHOLDS = 5
+"""How many thresholds, evenly spaced from the lowest run to the highest, a performance profile
+table has where the score is a return without a fixed scale."""
+SUCCESS_LABEL = (
+    "meta-test success (the fraction of test episodes that succeeded: 0 is none, 1 every one)"
+)
+"""What the score is on a benchmark whose runs all report success."""
+RAW_RETURN_LABEL = (
+    "post-adaptation return as it is, not normalised (this benchmark has no fixed 0 and 1 in "
+    "metabench.harness.comparisons.RETURN_SCALES)"
+)
+"""What the score is on a benchmark without success and without a :data:`RETURN_SCALES` entry."""
+NORMALISED_LABEL = "post-adaptation return normalised so that"
+"""How the label of a score on a :class:`ReturnScale` begins."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ReturnScale:
+    """A benchmark's fixed 0 and 1 of the normalised return, each with what it is.
+
+    Fixed per benchmark, so that a run's normalised score does not move when other rows are
+    added or removed. A row of the table (an oracle, say) is never used as 1: the oracle is a
+    ceiling only at a budget long enough for it, and at ``--profile quick`` it scores below
+    MAML-TRPO on HalfCheetahVel.
+    """
+
+    zero: float
+    zero_is: str
+    one: float
+    one_is: str
+    """What 1 is: a ceiling at every budget (the reward's upper bound), never a run's return."""
+
+    def __post_init__(self) -> None:
+        if not self.one > self.zero:
+            raise ValueError(f"a ReturnScale's one must be above its zero, got {self!r}")
+
+    def normalise(self, returns: np.ndarray) -> np.ndarray:
+        """``returns`` on this scale: 0 at :attr:`zero`, 1 at :attr:`one`."""
+        return (returns - self.zero) / (self.one - self.zero)
+
+    def describe(self) -> str:
+        """The score in words, as the tables and plots state it once per benchmark."""
+        return (
+            f"{NORMALISED_LABEL} 0 is {self.zero:g} ({self.zero_is}) and 1 is {self.one:g} "
+            f"({self.one_is})"
+        )
+
+
+RETURN_SCALES: Mapping[str, ReturnScale] = MappingProxyType(
+    {
+        "HalfCheetahVel": ReturnScale(
+            zero=-100.0,
+            zero_is="standing still, in expectation over the target velocities",
+            one=0.0,
+            one_is="the reward's maximum: a ceiling at any budget",
+        ),
+    }
+)
+"""The fixed 0 and 1 of the normalised return of the benchmarks that have them, by benchmark.
+HalfCheetahVel: 0 is standing still, the reward ``-|v - target|`` at ``v = 0`` over the 100-step
+episode in expectation over the target velocities U[0, 2) (-100; NOP, zero actions, scores about
+-99); 1 is the reward's maximum, the target velocity at every step without control cost (0).
+HalfCheetahDir has none: its reward, the velocity in the task's direction, has no upper bound,
+and no return is published for it; its comparisons use the return itself
+(:data:`RAW_RETURN_LABEL`), as does any benchmark not listed here."""
 COMPARISON_RESAMPLES = 2_000
 """Bootstrap resamples of the performance profiles and probabilities of improvement
 (rliable's default for profiles)."""
@@ -55,7 +124,8 @@ COMPARISON_RESAMPLES = 2_000
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """The algorithms of one benchmark compared over seeds (:func:`compare`), on one score per
-    run: meta-test success, or the normalised post-adaptation return (:func:`benchmark_scores`).
+    run: meta-test success, or the post-adaptation return on the benchmark's fixed scale
+    (:func:`benchmark_scores`).
     """
 
     benchmark: str
@@ -67,7 +137,7 @@ class Comparison:
     thresholds: tuple[float, ...]
     profiles: tuple[tuple[Interval, ...], ...]
     """Per algorithm, at each threshold: the fraction of its runs scoring above it, with a
-    bootstrap interval over seeds (NaN bounds with one seed)."""
+    percentile bootstrap interval over its seeds (NaN bounds with one seed)."""
     improvement: tuple[tuple[float | None, ...], ...]
     """``improvement[i][j]``: P(algorithm i > algorithm j); ``None`` on the diagonal and where
     either has a single seed."""
@@ -84,16 +154,30 @@ def _runs_score(runs: Sequence[Result], success: bool) -> np.ndarray:
     return np.array([a["test_return"] for a in aggregates], dtype=np.float64)
 
 
+def _benchmark_of(groups: Mapping[str, Sequence[Result]]) -> str | None:
+    """The one benchmark the runs of ``groups`` belong to (``None`` without runs)."""
+    names = {str(run["config"]["benchmark"]) for runs in groups.values() for run in runs}
+    if len(names) > 1:
+        raise ValueError(f"benchmark_scores compares one benchmark at a time, got {sorted(names)}")
+    return next(iter(names), None)
+
+
 def benchmark_scores(groups: Mapping[str, Sequence[Result]]) -> tuple[str, dict[str, np.ndarray]]:
     """One score per run of each algorithm of one benchmark (``groups``: by algorithm, as
-    :func:`group_runs` gives them), and what the score is, in words.
+    :func:`group_runs` gives them), and what the score is, in words (its 0 and 1 included).
 
-    * Meta-test success (:func:`episode_success_rate`) where every run reports it.
-    * Otherwise the post-adaptation return, normalised so that 0 and 1 are the mean returns of
-      :data:`NORMALIZATION_ALGORITHMS` where the benchmark has both (and the second is higher),
-      else the lowest and the highest run of the benchmark. Runs with a non-finite return are
-      left out.
+    * Meta-test success (:func:`episode_success_rate`) where every run reports it
+      (:data:`SUCCESS_LABEL`).
+    * Otherwise the post-adaptation return, on the benchmark's fixed scale where
+      :data:`RETURN_SCALES` has one, else as it is (:data:`RAW_RETURN_LABEL`). Either way a
+      run's score depends on that run alone, never on the other rows present. A scale whose 1
+      a run exceeds is no ceiling for these runs (a plug-in benchmark under a built-in's name,
+      say): the return is then compared as it is, and the label says why. Runs with a
+      non-finite return are left out.
+
+    :raises ValueError: if the runs belong to several benchmarks.
     """
+    benchmark = _benchmark_of(groups)
     success = all(
         episode_success_rate(run["metatest"]["aggregate"]) is not None
         for runs in groups.values()
@@ -103,17 +187,34 @@ def benchmark_scores(groups: Mapping[str, Sequence[Result]]) -> tuple[str, dict[
     raw = {algorithm: scores[np.isfinite(scores)] for algorithm, scores in raw.items()}
     raw = {algorithm: scores for algorithm, scores in raw.items() if scores.size}
     if success:
-        return "meta-test success (the fraction of test episodes that succeeded)", raw
-    zero, one = NORMALIZATION_ALGORITHMS
-    if zero in raw and one in raw and np.mean(raw[one]) > np.mean(raw[zero]):
-        low, high = float(np.mean(raw[zero])), float(np.mean(raw[one]))
-        label = f"post-adaptation return normalised so that 0 is {zero}'s mean and 1 {one}'s"
-    else:
-        every = np.concatenate([np.zeros(0), *raw.values()])
-        low, high = (float(every.min()), float(every.max())) if every.size else (0.0, 1.0)
-        label = "post-adaptation return normalised so that 0 is the lowest run and 1 the highest"
-    scale = high - low if high > low else 1.0
-    return label, {algorithm: (scores - low) / scale for algorithm, scores in raw.items()}
+        return SUCCESS_LABEL, raw
+    scale = None if benchmark is None else RETURN_SCALES.get(benchmark)
+    if scale is None:
+        return RAW_RETURN_LABEL, raw
+    above = [algorithm for algorithm, s in raw.items() if np.any(s > scale.one)]
+    if above:
+        label = (
+            f"post-adaptation return as it is, not normalised: {', '.join(above)} scored above "
+            f"{scale.one:g}, the 1 of {benchmark}'s fixed scale, which is then no ceiling"
+        )
+        return label, raw
+    return scale.describe(), {algorithm: scale.normalise(s) for algorithm, s in raw.items()}
+
+
+def profile_thresholds(label: str, scores: Mapping[str, np.ndarray]) -> tuple[float, ...]:
+    """The thresholds of a performance profile table for scores that :func:`benchmark_scores`
+    labelled ``label``: fixed ones for success and for a normalised return; for a return without
+    a fixed scale, :data:`RAW_RETURN_THRESHOLDS` evenly spaced from the lowest run to the highest
+    (3 significant digits), since no other range means anything there."""
+    if label == SUCCESS_LABEL:
+        return PROFILE_THRESHOLDS_SUCCESS
+    if label.startswith(NORMALISED_LABEL):
+        return PROFILE_THRESHOLDS_RETURN
+    every = np.concatenate([np.zeros(0), *scores.values()])
+    if every.size == 0:
+        return ()
+    points = np.linspace(float(every.min()), float(every.max()), RAW_RETURN_THRESHOLDS)
+    return tuple(dict.fromkeys(float(f"{p:.3g}") for p in points))
 
 
 def _fraction_above(scores: np.ndarray, thresholds: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -130,8 +231,9 @@ def performance_profile(
     seed: int = 0,
 ) -> dict[str, list[Interval]]:
     """Per algorithm (``scores``: one number per seed), the fraction of its runs scoring above
-    each threshold, with rliable's stratified bootstrap interval over seeds
-    (``library.create_performance_profile``, numpy's global RNG seeded for the call). An
+    each threshold, with rliable's stratified percentile bootstrap interval over seeds
+    (``library.create_performance_profile``: each algorithm's runs resampled apart, numpy's
+    global RNG seeded for the call; below its nominal coverage with a handful of seeds). An
     algorithm with a single seed gets its fraction (0 or 1) without an interval."""
     from rliable import library
 
@@ -181,9 +283,9 @@ def improvement_interval(
     n_resamples: int = COMPARISON_RESAMPLES,
     seed: int = 0,
 ) -> Interval:
-    """:func:`probability_of_improvement` of X over Y with rliable's interval: the seeds of X and
-    of Y resampled independently (``library.StratifiedIndependentBootstrap``); NaN bounds where
-    either has a single seed."""
+    """:func:`probability_of_improvement` of X over Y with rliable's percentile bootstrap
+    interval: the seeds of X and of Y resampled independently
+    (``library.StratifiedIndependentBootstrap``); NaN bounds where either has a single seed."""
     from rliable import library, metrics
 
     x_scores = checked_sample(x, "improvement_interval")[:, None]
@@ -209,8 +311,8 @@ def compare(
 ) -> list[Comparison]:
     """One :class:`Comparison` per benchmark with at least two algorithms (settings of one
     algorithm count apart, as in :func:`group_runs`), sorted by benchmark: the performance
-    profile at :data:`PROFILE_THRESHOLDS_SUCCESS` or :data:`PROFILE_THRESHOLDS_RETURN`, and the
-    probability of improvement between every two algorithms with at least 2 seeds each."""
+    profile at :func:`profile_thresholds`, and the probability of improvement between every two
+    algorithms with at least 2 seeds each."""
     by_benchmark: dict[str, dict[str, list[Result]]] = {}
     for (benchmark, algorithm), runs in group_runs(results).items():
         by_benchmark.setdefault(benchmark, {})[algorithm] = runs
@@ -219,8 +321,7 @@ def compare(
         label, scores = benchmark_scores(groups)
         if len(scores) < 2:
             continue
-        success = label.startswith("meta-test success")
-        thresholds = PROFILE_THRESHOLDS_SUCCESS if success else PROFILE_THRESHOLDS_RETURN
+        thresholds = profile_thresholds(label, scores)
         profiles = performance_profile(scores, thresholds, confidence, seed=seed)
         names = list(scores)
         improvement = tuple(
@@ -255,15 +356,19 @@ def comparison_markdown(comparisons: Sequence[Comparison], confidence: float = 0
         return ""
     pct = f"{confidence:.0%}"
     lines = [
-        f"Computed with rliable over seeds, one score per run. Performance profile: the fraction "
-        f"of an algorithm's runs whose score is above each threshold, with a {pct} bootstrap "
-        f"interval over seeds [low, high] where it has any width (none with one seed: the "
-        f"fraction is then 0 or 1). "
+        f"Computed with rliable over seeds, one score per run, stated under each benchmark: "
+        f"success, or the return on a scale fixed per benchmark (as it is where the benchmark "
+        f"has none); a run's score does not depend on which algorithms are present. "
+        f"Performance profile: the fraction of an algorithm's runs whose score is above each "
+        f"threshold, with a {pct} percentile bootstrap interval [low, high] that resamples the "
+        f"algorithm's runs (rliable's stratified bootstrap, the runs of each algorithm apart), "
+        f"where it has any width (none with one seed: the fraction is then 0 or 1); with a "
+        f"handful of seeds such an interval covers less than {pct}. "
         f"P(row > column), probability of improvement: the chance that a run of the row's "
         f"algorithm scores higher than a run of the column's, over all pairs of their seeds, "
-        f"ties counting half (Mann-Whitney U / (seeds of row x seeds of column)); shown only "
-        f"between algorithms with at least 2 seeds each (with 1 seed it is 0, 0.5 or 1 and not "
-        f"meaningful).",
+        f"ties counting half (Mann-Whitney U / (seeds of row x seeds of column)), the estimate "
+        f"alone; shown only between algorithms with at least 2 seeds each (with 1 seed it is 0, "
+        f"0.5 or 1 and not meaningful).",
     ]
     for c in comparisons:
         named = [

@@ -5,6 +5,13 @@ that kills its interpreter) cannot take the grid down: its exit code and the end
 ``error.json`` in its directory and the other cells finish. Cells that already hold a
 ``result.json`` are skipped, and an interrupted cell resumes from its checkpoint, so running the
 same grid again finishes what is left.
+
+Before any cell runs, the grid checks that its results folder's ``README.md`` and
+``summary.csv`` are metabench's to replace (a file of the user's there would otherwise be found
+only after the whole grid), and records its plan, every cell, in ``.metabench-grid.json``
+(:data:`PLAN_FILE`) so that ``metabench status`` lists the cells that have not started yet.
+Off a terminal (a log file, a pipe) it prints one line per finished cell in place of the
+progress bar, which rich draws only on a terminal.
 """
 
 from __future__ import annotations
@@ -18,13 +25,18 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from metabench.harness.algorithms import get_algorithm
+from metabench.harness.atomic import atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.cells import Cell, run_cell  # noqa: F401 - the grid's cells, re-exported
+from metabench.harness.cells import PLAN_FILE, Cell, run_cell  # noqa: F401 - run_cell re-exported
+from metabench.harness.generated import check_generated
 from metabench.harness.run import RunDirectory
 from metabench.harness.schedule import MetaTestSchedule
 
 if TYPE_CHECKING:
     from metabench.harness.executors import Executor
+
+GENERATED_AFTER_THE_GRID = ("README.md", "summary.csv")
+"""The files ``metabench bench`` writes into its results folder once the grid has run."""
 
 
 def plan(
@@ -75,8 +87,42 @@ def plan(
     return cells
 
 
+def grid_folder(cells: Sequence[Cell]) -> Path | None:
+    """The results folder of cells laid out as :func:`plan` lays them out
+    (``<results>/<benchmark>/<algorithm>-seed<seed>``); ``None`` if they share none."""
+    folders = {cell.out.parent.parent for cell in cells}
+    return folders.pop() if len(folders) == 1 else None
+
+
+def write_plan(folder: Path, cells: Sequence[Cell]) -> None:
+    """Record ``cells`` as the plan of the grid in ``folder`` (:data:`PLAN_FILE`), replacing
+    the plan of an earlier grid there."""
+    planned = [
+        {
+            "benchmark": cell.benchmark,
+            "algorithm": cell.algorithm,
+            "seed": cell.seed,
+            "steps": cell.steps,
+            "path": cell.out.relative_to(folder).as_posix(),
+        }
+        for cell in cells
+    ]
+    atomic_write_json(folder / PLAN_FILE, {"cells": planned})
+
+
 def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dict[Cell, str | None]:
-    """Run every cell that has no (intact) result yet on ``executor``, with one progress bar."""
+    """Run every cell that has no (intact) result yet on ``executor``, with one progress bar
+    (one line per finished cell off a terminal).
+
+    :raises RunError: before any cell runs, naming a ``README.md`` or ``summary.csv`` of the
+        user's in the grid's results folder, which the tables written after the grid would
+        have to replace.
+    """
+    folder = grid_folder(cells)
+    if folder is not None:
+        check_generated(folder, GENERATED_AFTER_THE_GRID, "--results")
+        folder.mkdir(parents=True, exist_ok=True)
+        write_plan(folder, cells)
     todo = []
     for cell in cells:
         run = RunDirectory(cell.out)
@@ -88,15 +134,23 @@ def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dic
     if len(todo) < len(cells):
         console.print(f"{len(cells) - len(todo)} of {len(cells)} cells already have a result")
     started = time.perf_counter()
-    with Progress(
-        TextColumn("grid"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        TextColumn("{task.fields[last]}"), console=console,
-    ) as progress:  # fmt: skip
-        bar = progress.add_task("grid", total=len(todo), last="")
-        for cell, error in executor.run(todo):
+    if console.is_terminal:
+        with Progress(
+            TextColumn("grid"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[last]}"), console=console,
+        ) as progress:  # fmt: skip
+            bar = progress.add_task("grid", total=len(todo), last="")
+            for cell, error in executor.run(todo):
+                outcome[cell] = error
+                progress.update(bar, advance=1, last=f"{cell.label}: {_state(error)}")
+    else:  # rich draws no bar off a terminal: a line per finished cell, for logs and pipes
+        for done, (cell, error) in enumerate(executor.run(todo), start=1):
             outcome[cell] = error
-            status = "done" if error is None else "FAILED"
-            progress.update(bar, advance=1, last=f"{cell.label}: {status}")
+            elapsed = (time.perf_counter() - started) / 60
+            console.print(
+                f"grid: {done}/{len(todo)} cells, {elapsed:.1f} min: {cell.label}: {_state(error)}",
+                soft_wrap=True,
+            )
     failed = [cell for cell in todo if outcome[cell] is not None]
     console.print(
         f"{len(todo) - len(failed)} cells ran, {len(failed)} failed, "
@@ -105,3 +159,7 @@ def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dic
     for cell in failed:
         console.print(f"  {cell.label}: {outcome[cell]} (see {cell.out / 'error.json'})")
     return outcome
+
+
+def _state(error: str | None) -> str:
+    return "done" if error is None else "FAILED"

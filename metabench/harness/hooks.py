@@ -20,9 +20,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from torch.utils.tensorboard import SummaryWriter
 
 from metabench.evaluation import MetaTestResult
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.atomic import atomic_write_json
 from metabench.harness.formatting import format_duration
 from metabench.harness.interrupt import stop_at_iteration_end
+from metabench.harness.provenance import provenance
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.stats import metatrain_return
@@ -105,10 +107,14 @@ class TensorBoard(Hook):
 class PeriodicMetaTest(Hook):
     """At each point of ``schedule``, meta-tests the run (on ``[evaluation] periodic_test_tasks``
     when the benchmark sets them) in evaluation streams of its own, and writes
-    ``evaluations/iteration-NNNNNN.json``."""
+    ``evaluations/iteration-NNNNNN.json``, with the provenance of the process that ran it (a
+    run resumed elsewhere has files from each)."""
 
     def __init__(self, plan: RunPlan, schedule: MetaTestSchedule) -> None:
         self.plan, self.schedule = plan, schedule
+        self.provenance = provenance(
+            plan.config.get("device", "cpu"), get_algorithm(plan.config["algorithm"])
+        )
         self.subset = plan.config.get("periodic_test_tasks")
         self.metatest = MetaTest(
             "periodic_metatest",
@@ -135,6 +141,7 @@ class PeriodicMetaTest(Hook):
                 "metatest_protocol": protocol,
                 # the subset's indices in config.json's test_tasks
                 **({} if self.subset is None else {"test_task_indices": self.subset}),
+                "provenance": self.provenance,
                 **result.to_dict(),
             },
         )
@@ -144,7 +151,11 @@ class PeriodicMetaTest(Hook):
 class StopOnInterrupt(Hook):
     """The first Ctrl-C stops training after the iteration it came in (see
     :mod:`metabench.harness.interrupt`), then raises ``KeyboardInterrupt`` before the final
-    meta-test; hooks after this one see ``trainer.stopping`` (the checkpoint is written)."""
+    meta-test; hooks after this one see ``trainer.stopping`` (the checkpoint is written).
+
+    Once training is over, Ctrl-C interrupts at once: the last checkpoint is written and the
+    final meta-test writes nothing until it ends, so there is nothing to wait for, and running
+    the command again runs the meta-test again."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
@@ -162,6 +173,7 @@ class StopOnInterrupt(Hook):
     def on_training_end(self, trainer: MetaTrainer) -> None:
         if self._requested():
             raise KeyboardInterrupt
+        self._stack.close()  # the usual Ctrl-C again
 
     def on_end(self, trainer: MetaTrainer) -> None:
         self._stack.close()

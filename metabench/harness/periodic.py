@@ -20,11 +20,12 @@ from metabench.evaluation import ResultVersionError, upgrade_record
 from metabench.harness.formatting import format_interval, format_number, format_steps
 from metabench.harness.references import load_references
 from metabench.harness.stats import (
+    RATE_BOUNDS,
     Interval,
     Result,
-    bootstrap_ci,
     episode_success_rate,
     group_runs,
+    t_interval,
 )
 
 PUBLISHED_SUCCESS_METRIC = "meta-test success rate"
@@ -72,13 +73,13 @@ class BestDuringTraining:
     """Per seed, the final meta-test's success (on all the test tasks)."""
 
     def best(self) -> Interval:
-        """The mean over seeds of the best success, with a bootstrap interval over seeds."""
-        return bootstrap_ci(self.best_success)
+        """The mean over seeds of the best success, with a Student's t interval over seeds."""
+        return t_interval(self.best_success, bounds=RATE_BOUNDS)
 
     def best_metaworld(self) -> Interval | None:
         """The same for Meta-World's count."""
         counts = self.best_metaworld_success
-        return None if counts is None else bootstrap_ci(counts)
+        return None if counts is None else t_interval(counts, bounds=RATE_BOUNDS)
 
 
 def best_during_training(runs: Iterable[tuple[Path, Result]]) -> list[BestDuringTraining]:
@@ -147,10 +148,10 @@ def best_during_training_markdown(bests: Sequence[BestDuringTraining]) -> str:
     lines = [
         "The best meta-test of each run during training (`--eval-every`: a meta-test on a "
         "subset of the test tasks every few iterations), then the mean of those bests over "
-        "seeds with a 95% bootstrap interval: the statistic the Meta-World paper reports (the "
-        "average maximum success rate over training). Like the published figure it is biased "
-        "upward: the maximum of noisy meta-tests tends to lie above the policy's success at "
-        "any one of them. The final meta-test, on every test task, is beside it.",
+        "seeds with a 95% Student's t interval over seeds: the statistic the Meta-World paper "
+        "reports (the average maximum success rate over training). Like the published figure "
+        "it is biased upward: the maximum of noisy meta-tests tends to lie above the policy's "
+        "success at any one of them. The final meta-test, on every test task, is beside it.",
     ]
     published = load_references()
     for benchmark in sorted({b.benchmark for b in bests}):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import itertools
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,9 @@ def _curves(runs: Sequence[Result], key: str) -> np.ndarray | None:
 
 
 def _draw(ax: Axes, curves: np.ndarray, label: str, color: Any) -> None:
-    """Mean over seeds with a bootstrap band over seeds at each episode index (rliable's
-    stratified bootstrap, the episode indices as strata: :func:`seed_intervals`)."""
+    """Mean over seeds with a percentile bootstrap band over seeds at each episode index
+    (rliable's stratified bootstrap, the episode indices as strata: :func:`seed_intervals`; with
+    a handful of seeds it covers less than its nominal level, and the title says so)."""
     episodes = np.arange(1, curves.shape[1] + 1)
     mean = np.mean(curves, axis=0)
     ax.plot(episodes, mean, marker="o", markersize=4, color=color, label=label)
@@ -127,7 +129,8 @@ def _plot_benchmark(benchmark: str, groups: dict[str, list[Result]]) -> bytes:
         ax.set_xticks(np.arange(1, n_episodes + 1))
     _legend_below(fig, axes[0])
     bands = (
-        f"{CONFIDENCE:.0%} bootstrap band over seeds"
+        f"{CONFIDENCE:.0%} percentile bootstrap band over seeds, narrower than a "
+        f"{CONFIDENCE:.0%} interval with few seeds"
         if any(len(runs) > 1 for runs in groups.values())
         else "one seed per algorithm: no band"
     )
@@ -145,8 +148,9 @@ def adaptation_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
 
     Each shows the mean return (and, in a second panel when any run reports success, the success
     rate) at each episode of the meta-test trial, one line per algorithm: the mean over seeds of
-    each seed's aggregate over its test tasks, with a 95% bootstrap band over seeds (no band for a
-    single seed). A dashed vertical line marks the end of the exploration episodes.
+    each seed's aggregate over its test tasks, with a 95% percentile bootstrap band over seeds (no
+    band for a single seed; with a handful of seeds it covers less than 95%, unlike the tables'
+    t intervals). A dashed vertical line marks the end of the exploration episodes.
     """
     by_benchmark: dict[str, dict[str, list[Result]]] = {}
     for (benchmark, algorithm), runs in group_runs(results).items():
@@ -396,20 +400,36 @@ def _plot_profile(benchmark: str, label: str, scores: dict[str, np.ndarray]) -> 
     )
     ax.set_ylim(-0.05, 1.05)
     _legend_below(fig, ax)
-    fig.suptitle(
+    _suptitle_within(
+        fig,
         f"{benchmark}: performance profile over seeds (rliable)\nscore: {label}; "
-        f"bands: {CONFIDENCE:.0%} stratified bootstrap over seeds (none with one seed)",
+        f"bands: {CONFIDENCE:.0%} percentile bootstrap resampling each algorithm's runs "
+        f"(none with one seed)",
         fontsize="small",
     )
     return _png(fig)
 
 
+def _suptitle_within(fig: Figure, text: str, **kwargs: Any) -> None:
+    """``fig``'s title, its lines wrapped at spaces to fit the figure's width: constrained
+    layout makes room for a title's height but not its width, and cuts a longer line (the
+    profile's score label runs to a paragraph)."""
+    title = fig.suptitle(text, **kwargs)
+    renderer = fig.canvas.get_renderer()  # type: ignore[attr-defined]  # Agg's canvas
+    limit = 0.96 * fig.bbox.width
+    width = max(map(len, text.splitlines()))
+    while width > 20 and (extent := title.get_window_extent(renderer).width) > limit:
+        width = min(width - 1, int(width * limit / extent))
+        title.set_text("\n".join(textwrap.fill(line, width) for line in text.splitlines()))
+
+
 def profile_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     """Per benchmark with at least two algorithms, a PNG ``profile_<benchmark>.png``: rliable's
     performance profile of each algorithm (the fraction of its runs whose score is above a
-    threshold, against the threshold) with a 95% stratified bootstrap band over seeds. The score
-    is :func:`~metabench.harness.comparisons.benchmark_scores`' (success, or normalised return),
-    named in the title. Sorted by benchmark."""
+    threshold, against the threshold) with a 95% percentile bootstrap band resampling each
+    algorithm's runs (rliable's stratified bootstrap). The score is
+    :func:`~metabench.harness.comparisons.benchmark_scores`' (success, or the return on the
+    benchmark's fixed scale), named in the title. Sorted by benchmark."""
     plots = {}
     for benchmark, groups in _by_benchmark(results).items():
         label, scores = benchmark_scores(groups)
@@ -455,7 +475,8 @@ def _plot_improvement(benchmark: str, label: str, scores: dict[str, np.ndarray])
     fig.suptitle(
         f"{benchmark}: probability of improvement over seeds (rliable) of each algorithm X "
         f"over the algorithm Y ranked next below it by mean score\nscore: {label}\nbar: "
-        f"{CONFIDENCE:.0%} bootstrap interval over the seeds of X and of Y; line: the estimate",
+        f"{CONFIDENCE:.0%} percentile bootstrap resampling the seeds of X and of Y apart; "
+        f"line: the estimate",
         fontsize="small",
     )
     return _png(fig)
@@ -464,9 +485,9 @@ def _plot_improvement(benchmark: str, label: str, scores: dict[str, np.ndarray])
 def improvement_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     """Per benchmark with at least two algorithms of at least 2 seeds each, a PNG
     ``improvement_<benchmark>.png``: rliable's probability of improvement P(X > Y) with its
-    bootstrap interval, for each such algorithm X and the one ranked next below it by mean score.
-    Algorithms with one seed are left out (with one seed on a side the probability is 0, 0.5 or
-    1). Sorted by benchmark."""
+    percentile bootstrap interval (the seeds of X and of Y resampled apart), for each such
+    algorithm X and the one ranked next below it by mean score. Algorithms with one seed are
+    left out (with one seed on a side the probability is 0, 0.5 or 1). Sorted by benchmark."""
     plots = {}
     for benchmark, groups in _by_benchmark(results).items():
         label, scores = benchmark_scores(groups)

@@ -3,6 +3,7 @@ algorithm metabench does not ship, where its code came from and what a shell nee
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import importlib.util
 import os
@@ -139,12 +140,19 @@ def cpu_history(recorded: list[dict[str, Any]] | None, iteration: int) -> list[d
     return history
 
 
-def provenance(device: str = "cpu") -> dict[str, Any]:
-    """Everything a result file records about the software and machine that produced it; a run
-    on a GPU (``device`` as config.json records it) also records the GPU's model and CUDA."""
+def provenance(device: str = "cpu", entry: AlgorithmEntry | None = None) -> dict[str, Any]:
+    """Everything a result or evaluation file records about the code and machine that produced
+    it: a run on a GPU (``device`` as config.json records it) also records the GPU's model and
+    CUDA, and one of a third-party algorithm ``entry`` the identity of its code
+    (:func:`algorithm_code`), which neither metabench's version nor its revision says."""
     record: dict[str, Any] = {
         "versions": package_versions(),
         "git_revision": git_revision(),
+        **(
+            {}
+            if entry is None or entry.origin.shipped
+            else {"algorithm_code": algorithm_code(entry)}
+        ),
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpu": cpu_record(),
@@ -159,6 +167,67 @@ def provenance(device: str = "cpu") -> dict[str, Any]:
             "cuda": torch.version.cuda,
         }
     return record
+
+
+def module_files(module: str) -> tuple[Path, list[Path]]:
+    """The source files of the code ``module`` belongs to, and the folder they are imported
+    from: every ``.py`` file of its top-level package (an implementation imports its siblings),
+    or its own file when it is a top-level module; no files when it cannot be found."""
+    origin = module_file(module.split(".")[0])
+    if origin is None:
+        return Path(), []
+    if origin.name == "__init__.py":
+        return origin.parent.parent, sorted(origin.parent.rglob("*.py"))
+    return origin.parent, [origin]
+
+
+def algorithm_code(entry: AlgorithmEntry) -> dict[str, Any]:
+    """The identity of a third-party algorithm's code: the sha256 of its module files
+    (:func:`module_files`, names and contents), the git revision of the work tree that holds them
+    (``-dirty`` with uncommitted changes; ``None`` outside one) and the package that provides it,
+    with its version. An edited plug-in changes the sha256 even where nothing is committed."""
+    folder, files = module_files(entry.module)
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(file.relative_to(folder).as_posix().encode() + b"\0")
+        digest.update(file.read_bytes() + b"\0")
+    package, version = entry.origin.package, entry.origin.version
+    if package is None:
+        package, version = providing_distribution(entry.module)
+    return {
+        "module": entry.module,
+        "files": len(files),
+        "sha256": digest.hexdigest() if files else None,
+        "git_revision": git_revision(folder) if files else None,
+        "package": package,
+        "package_version": version,
+    }
+
+
+def code_differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
+    """What of the code in two :func:`provenance` records differs, as ``"name: recorded ->
+    here"`` lines: metabench's version and git revision, and a third-party algorithm's code
+    (:func:`algorithm_code`). A fact the older record lacks is unknown, not different."""
+    facts = [
+        ("metabench", ("versions", "metabench")),
+        ("metabench git revision", ("git_revision",)),
+        ("algorithm module files' sha256", ("algorithm_code", "sha256")),
+        ("algorithm git revision", ("algorithm_code", "git_revision")),
+        ("algorithm package version", ("algorithm_code", "package_version")),
+    ]
+    lines = []
+    for name, keys in facts:
+        before, now = _lookup(recorded, keys), _lookup(here, keys)
+        if before is not None and before != now:
+            lines.append(f"{name}: {before!r} -> {now!r}")
+    return lines
+
+
+def _lookup(record: Mapping[str, Any], keys: tuple[str, ...]) -> Any:
+    value: Any = record
+    for key in keys:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
 
 
 def provenance_differences(recorded: Mapping[str, Any], here: Mapping[str, Any]) -> list[str]:
@@ -221,22 +290,44 @@ def how_to_make_known(record: dict[str, Any]) -> str:
     return f"install {record['package']}{version} (its {record['registered_by']})"
 
 
-def command_environment(benchmark_path: str, entry: AlgorithmEntry) -> list[str]:
+def command_environment(
+    benchmark_path: str, entry: AlgorithmEntry, root: Path | None = None
+) -> list[str]:
     """``VARIABLE=value`` words a plain shell needs to reproduce a run of ``entry`` on the
     benchmark read from ``benchmark_path``: ``METABENCH_SPECS`` when either spec file came from
-    there, ``PYTHONPATH`` when the algorithm's module is found through it."""
+    there, ``PYTHONPATH`` when the algorithm's module is found through it; folders under
+    ``root`` (where the command runs) relative to it, others absolute."""
     words = []
     folders = specs_variable_folders()
     paths = [Path(benchmark_path).absolute(), Path(entry.path).absolute()]
     if any(folder in path.parents for folder in folders for path in paths):
-        value = os.pathsep.join(map(str, folders))
+        value = os.pathsep.join(portable_path(folder, root) for folder in folders)
         words.append(f"{SPECS_PATH_VARIABLE}={shlex.quote(value)}")
     entries = os.environ.get("PYTHONPATH", "").split(os.pathsep)
     python_path = [Path(folder).absolute() for folder in entries if folder]
     module = None if entry.origin.shipped else module_file(entry.module)
     if module is not None and any(folder in module.parents for folder in python_path):
-        words.append(f"PYTHONPATH={shlex.quote(os.pathsep.join(map(str, python_path)))}")
+        value = os.pathsep.join(portable_path(folder, root) for folder in python_path)
+        words.append(f"PYTHONPATH={shlex.quote(value)}")
     return words
+
+
+def work_tree_root(path: Path) -> Path | None:
+    """The root of the git work tree holding ``path`` (the nearest folder above it with a
+    ``.git``), or ``None``."""
+    for folder in path.absolute().parents:
+        if (folder / ".git").exists():
+            return folder
+    return None
+
+
+def portable_path(path: Path, root: Path | None) -> str:
+    """``path`` relative to ``root`` (where a recorded command runs) when it lies under it,
+    else absolute. Symbolic links are kept: a virtual environment's ``python`` is one."""
+    path = path.absolute()
+    if root is not None and root in path.parents:
+        return path.relative_to(root).as_posix()
+    return str(path)
 
 
 def module_file(module: str) -> Path | None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -29,3 +30,11 @@ def load_references() -> list[Reference]:
     """The entries of ``metabench/references.toml``."""
     text = resources.files("metabench").joinpath("references.toml").read_text()
     return [Reference(**entry) for entry in tomllib.loads(text)["reference"]]
+
+
+def references_for(benchmarks: Iterable[str]) -> list[Reference]:
+    """The entries of ``metabench/references.toml`` for ``benchmarks`` only: a page of results
+    lists the published settings of the benchmarks it holds results of (a HalfCheetahVel grid's
+    page, none of Meta-World's)."""
+    wanted = set(benchmarks)
+    return [ref for ref in load_references() if ref.benchmark in wanted]

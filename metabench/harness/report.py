@@ -67,7 +67,9 @@ def _interval(interval: Interval | None) -> str:
 
 
 GRID_TABLE_CAPTION = (
-    "Means over seeds with 95% bootstrap intervals over seeds. pre-adapt: return of the "
+    "Means over seeds; t 95% CI: Student's t 95% confidence interval over seeds (n - 1 degrees "
+    "of freedom; none with one seed, wide with few: 4.3 standard errors each side at 3 seeds). "
+    "pre-adapt: return of the "
     "exploration episodes; post-adapt: of the test episodes after adapt_policy; gain: post minus "
     "pre. An algorithm adapts when its gain is above 0; adapting pays when its post-adapt return "
     "beats multitask (the best policy that does not adapt) and nop (zero actions)."
@@ -75,8 +77,9 @@ GRID_TABLE_CAPTION = (
 
 
 def grid_tables(summaries: Sequence[Summary], title: str) -> list[Table]:
-    """One table per benchmark: pre- and post-adaptation return and the gain per algorithm
-    (success too where the benchmark has it), best post-adaptation return first, beside each
+    """One table per benchmark: pre- and post-adaptation return and the gain per algorithm, the
+    last two with Student's t interval over seeds (:func:`~metabench.harness.stats.t_interval`;
+    success too where the benchmark has it), best post-adaptation return first, beside each
     algorithm's budget and wall time."""
     tables = []
     for benchmark in dict.fromkeys(summary.benchmark for summary in summaries):
@@ -87,8 +90,8 @@ def grid_tables(summaries: Sequence[Summary], title: str) -> list[Table]:
         with_success = any(summary.test_success is not None for summary in rows)
         table = Table(title=f"{benchmark}: {title}")
         columns = (
-            "algorithm", "seeds", "env steps", "wall time", "pre-adapt", "post-adapt", "95% CI",
-            "gain", "95% CI", *(("success",) if with_success else ()),
+            "algorithm", "seeds", "env steps", "wall time", "pre-adapt", "post-adapt",
+            "t 95% CI", "gain", "t 95% CI", *(("success",) if with_success else ()),
         )  # fmt: skip
         for name in columns:
             table.add_column(name, justify="left" if name == "algorithm" else "right")

@@ -31,6 +31,7 @@ import os
 import pickle
 import re
 import shlex
+import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -45,7 +46,13 @@ from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json, up
 from metabench.harness.algorithms import get_algorithm, load_algorithms
 from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
-from metabench.harness.provenance import algorithm_record, command_environment, how_to_make_known
+from metabench.harness.provenance import (
+    algorithm_record,
+    command_environment,
+    how_to_make_known,
+    portable_path,
+    work_tree_root,
+)
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.memory import retain_freed_memory
@@ -122,6 +129,9 @@ class RunDirectory:
         self.config_path = self.path / "config.json"
         self.checkpoint_path = self.path / "checkpoint.pt"
         self.agent_path = self.path / "agent.pt"
+        self.final_checkpoint_path = self.path / "final-checkpoint.pt"
+        """A finished run's last checkpoint, kept beside its agent so that a larger ``--steps``
+        can extend it (``.gitignore`` leaves it out of the repository: agents ship)."""
         self.result_path = self.path / "result.json"
         self.corrupt_path = self.path / "result.json.corrupt"
         self.set_aside = False
@@ -211,11 +221,12 @@ class RunDirectory:
             self.set_aside = True
             return None
 
-    def claim(self, config: dict[str, Any]) -> None:
+    def claim(self, config: dict[str, Any]) -> str | None:
         """Write ``config``, or check it equals the one already there (a resumed run), read
         in the current form: a run started by an earlier version, whose ``config.json`` has
         the old names, is the same run, and its file is left as it is (unless ``config``
-        adds the ``cpus`` it lacks)."""
+        adds the ``cpus`` it lacks). A ``config`` that differs only in a larger budget
+        extends the run (:meth:`_extend`); what that did is returned, to be said."""
         existing = self.read_config()
         if existing is None:
             if self.checkpoint_path.exists():
@@ -224,21 +235,49 @@ class RunDirectory:
                     f"run directory; choose another --out"
                 )
             atomic_write_json(self.config_path, config)
-            return
+            return None
         without_cpus = {k: v for k, v in config.items() if k != "cpus"}
         if "cpus" in config and "cpus" not in existing and existing == without_cpus:
             # written before runs recorded their cores (a grid cell of an older version): the
             # same run, now with the bound recorded
             atomic_write_json(self.config_path, config)
-            return
+            return None
         if existing != config:
             differing = sorted(
                 k for k in set(existing) | set(config) if existing.get(k) != config.get(k)
             )
+            budget, recorded = config["env_steps_budget"], existing["env_steps_budget"]
+            if differing == ["env_steps_budget"] and budget > recorded:
+                return self._extend(config, recorded)
             raise RunError(
                 f"{self.path} holds a different run (differs in: {', '.join(differing)}): "
                 f"choose another --out, or delete the directory to start over"
             )
+        return None
+
+    def _extend(self, config: dict[str, Any], recorded: int) -> str:
+        """Raise the budget of the run to ``config``'s: a finished run gets its last
+        checkpoint back and its result set aside as ``result-<env steps>-steps.json``, then
+        ``config.json`` takes the new budget, and training goes on from that checkpoint. Each
+        step leaves files that the same command, run again after a kill, takes up."""
+        budget = config["env_steps_budget"]
+        said = f"Extending {self.path} from --steps {recorded} to {budget}"
+        result = self.completed_result()
+        if result is not None:
+            if not self.checkpoint_path.exists():
+                if not self.final_checkpoint_path.exists():
+                    raise RunError(
+                        f"{self.path} finished at --steps {recorded} and cannot be extended: it "
+                        f"holds its trained agent but not its training state "
+                        f"({self.final_checkpoint_path.name}, which a clone does not have); "
+                        f"train --steps {budget} into another --out"
+                    )
+                self.final_checkpoint_path.replace(self.checkpoint_path)
+            aside = self.path / f"result-{result['env_steps']}-steps.json"
+            self.result_path.replace(aside)
+            said += f"; its result at {result['env_steps']} env steps is now {aside}"
+        atomic_write_json(self.config_path, config)
+        return said
 
     def load_checkpoint(self) -> dict[str, Any] | None:
         """The checkpoint, ``None`` if there is none, :class:`RunError` if it is corrupt or not
@@ -267,12 +306,13 @@ class RunDirectory:
         )
 
     def keep_agent(self, algorithm: MetaRLAlgorithm) -> bool:
-        """Replace the checkpoint of a finished run by its trained agent (``agent.pt``): the
+        """Give a finished run its trained agent (``agent.pt``): the
         :meth:`~metabench.algos.base.MetaRLAlgorithm.agent_state` of the checkpoint's state,
-        a fraction of its size, which is what a run committed to a repository ships. Returns
-        whether there was a checkpoint to replace.
+        a fraction of its size, which is what a run committed to a repository ships. The
+        checkpoint becomes :attr:`final_checkpoint_path`, which the repository leaves out and a
+        larger ``--steps`` extends the run from. Returns whether there was a checkpoint.
 
-        The agent is written before the checkpoint is deleted: a process killed in between
+        The agent is written before the checkpoint is moved: a process killed in between
         leaves both, and the next call does the same again.
         """
         state = self.load_checkpoint()
@@ -286,7 +326,7 @@ class RunDirectory:
         buffer = io.BytesIO()
         torch.save(agent, buffer)
         atomic_write_bytes(self.agent_path, buffer.getvalue())
-        self.checkpoint_path.unlink()
+        self.checkpoint_path.replace(self.final_checkpoint_path)
         return True
 
     def save_checkpoint(self, state: dict[str, Any], algorithm: str = "the algorithm") -> None:
@@ -494,28 +534,20 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
     return spec, json.loads(json.dumps(config)), test_tasks  # as config.json will read back
 
 
-def recorded_command(
-    argv: Sequence[str], benchmark: str, algorithm: str, out: str | Path | None = None
-) -> str:
-    """The command line of ``metabench argv`` that reproduces a run in a plain shell: with
-    ``METABENCH_SPECS=...`` (and ``PYTHONPATH=...``) in front when the run needs them, each word
-    quoted for the shell, and ``argv``'s ``--out`` (the run directory ``out``) made portable:
-    relative to the root of the git work tree that holds it, where the command is to be run
-    (a run kept in a repository resumes from any clone), else absolute."""
+def recorded_command(argv: Sequence[str], benchmark: str, algorithm: str, out: str | Path) -> str:
+    """The command line of ``metabench argv`` that reproduces a run in a plain shell
+    (``env -i bash``), run from the root of the git work tree that holds the run directory
+    ``out``: the Python that runs it (``python -m metabench``, so no ``PATH`` is needed), with
+    ``METABENCH_SPECS=...`` (and ``PYTHONPATH=...``) in front when the run needs them; paths
+    relative to that root (a run kept in a repository resumes from any clone), or absolute
+    where no work tree holds the run or the path is outside it; each word quoted for the shell.
+    """
+    root = work_tree_root(Path(out))
     entry = get_algorithm(algorithm)
-    environment = command_environment(get_benchmark(benchmark).path, entry)
-    words = list(argv) if out is None else with_out(argv, portable_path(Path(out)))
-    return " ".join([*environment, "metabench", shlex.join(words)])
-
-
-def portable_path(path: Path) -> str:
-    """``path`` relative to the root of the git work tree holding it (the nearest folder
-    above it with a ``.git``), or absolute when no work tree holds it."""
-    path = path.absolute()
-    for folder in path.parents:
-        if (folder / ".git").exists():
-            return path.relative_to(folder).as_posix()
-    return str(path)
+    environment = command_environment(get_benchmark(benchmark).path, entry, root)
+    python = portable_path(Path(sys.executable), root)
+    words = with_out(argv, portable_path(Path(out), root))
+    return " ".join([*environment, shlex.join([python, "-m", "metabench", *words])])
 
 
 def with_out(argv: Sequence[str], out: str) -> list[str]:

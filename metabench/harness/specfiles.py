@@ -11,13 +11,14 @@ can be found) and what to change.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import importlib.metadata
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from importlib.resources.abc import Traversable
@@ -131,6 +132,37 @@ def specs_variable_folders() -> list[Path]:
             )
         folders.append(folder)
     return folders
+
+
+SPEC_DOCS = {"envs": "docs/specs.md", "baselines": "docs/own-algorithm.md"}
+"""Where the docs say how a spec file of one's own is made known, by kind."""
+
+
+def unknown_name_message(kind: str, name: str, known: Iterable[str]) -> str:
+    """What to say about a benchmark (``kind="envs"``) or algorithm (``"baselines"``) that no
+    spec file defines: the names there are, and where a spec file of one's own is looked for.
+    A plug-in's author whose ``METABENCH_SPECS`` is not set meets this first, so it says
+    whether it is set and what it should hold."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown spec kind {kind!r}: use one of {', '.join(KINDS)}")
+    noun, one = ("benchmark", "a") if kind == "envs" else ("algorithm", "an")
+    names = sorted(known)
+    close = difflib.get_close_matches(name, names, n=1)
+    guess = f" (did you mean {close[0]!r}?)" if close else ""
+    folders = os.environ.get(SPECS_PATH_VARIABLE, "")
+    looked = (
+        f"{SPECS_PATH_VARIABLE}={folders} holds no {kind}/{name}.toml"
+        if folders
+        else f"{SPECS_PATH_VARIABLE} is not set"
+    )
+    package = (
+        f", or in a package with a {ENTRY_POINT_GROUP} entry point" if kind == "baselines" else ""
+    )
+    return (
+        f"unknown {noun} {name!r}{guess}; choose one of: {', '.join(names)}; {one} {noun} of "
+        f"your own is found through its spec file {name}.toml, in <folder>/{kind}/ with "
+        f"{SPECS_PATH_VARIABLE}=<folder>{package} ({looked}; see {SPEC_DOCS[kind]})"
+    )
 
 
 def spec_dirs(kind: str) -> list[Traversable]:

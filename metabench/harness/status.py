@@ -3,7 +3,8 @@
 A run of a published budget takes hours, often under ``nohup`` or a scheduler; this answers
 "how far is it, is it still going, and how is it doing" without opening its log. Nothing is
 written, the checkpoint is read as ``metabench train`` reads it (tensors and plain values
-only), and the directory's lock is only probed, so it is safe beside a running run.
+only), and the directory's lock is only probed, so it is safe beside a running run. Below a
+grid's results folder, the cells its plan lists that have not started yet are listed too.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from metabench.harness.cells import PLAN_FILE
 from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.harness.run import RunDirectory, RunError
 from metabench.harness.stats import episode_success_rate
@@ -92,15 +94,18 @@ class RunStatus:
 
 def find_runs(root: Path) -> list[Path]:
     """``root`` if it is a run directory, else every run directory below it (a grid's
-    ``--results``, a folder of runs), sorted; :class:`RunError` if there is none."""
-    if not root.exists():
+    ``--results``, a folder of runs) and every cell below it that a grid planned but has not
+    started (:func:`planned_cells`), sorted; :class:`RunError` if there is none."""
+    planned = planned_cells(root)
+    if not root.exists() and not planned:
         raise RunError(
             f"{root} does not exist: give a run directory or a folder of runs (metabench "
             f"status PATH ...)"
         )
     if (root / "config.json").is_file():
         return [root]
-    runs = sorted(path.parent for path in root.rglob("config.json"))
+    started = {path.parent for path in root.rglob("config.json")} if root.exists() else set()
+    runs = sorted(started | set(planned))
     if not runs:
         raise RunError(
             f"no run directory (a folder with config.json) under {root}: give the --out of "
@@ -109,12 +114,39 @@ def find_runs(root: Path) -> list[Path]:
     return runs
 
 
+def planned_cells(root: Path) -> dict[Path, dict[str, Any]]:
+    """Every cell at or below ``root`` that a grid planned (``metabench bench`` records its
+    plan in its results folder's ``.metabench-grid.json`` before any cell runs), with its
+    planned benchmark, algorithm, seed and steps. A plan file that cannot be read is passed
+    over: the cells that started are found without it."""
+    resolved = root.resolve()
+    below = root.rglob(PLAN_FILE) if root.is_dir() else []
+    plans = [*below, *(folder / PLAN_FILE for folder in resolved.parents)]
+    cells: dict[Path, dict[str, Any]] = {}
+    for plan in plans:
+        if not plan.is_file():
+            continue
+        try:
+            entries = json.loads(plan.read_text())["cells"]
+            for entry in entries:
+                cell = (plan.parent / str(entry["path"])).resolve()
+                if cell == resolved or resolved in cell.parents:
+                    cells[root / cell.relative_to(resolved)] = entry
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return cells
+
+
 def run_status(path: Path) -> RunStatus:
-    """The state of the run directory ``path``; :class:`RunError` if its files are not a
-    run's (the message says which)."""
+    """The state of the run directory ``path`` (a cell a grid planned: not started until it
+    has a ``config.json``); :class:`RunError` if its files are not a run's (the message says
+    which)."""
     run = RunDirectory(path)
     config = run.read_config()
     if config is None:
+        planned = planned_cells(path).get(path)
+        if planned is not None:
+            return _not_started(path, planned)
         raise RunError(f"{path} has no config.json: it is not a metabench run directory")
     budget = int(config.get("env_steps_budget", 0))
     start = RunStatus(
@@ -176,6 +208,32 @@ def run_status(path: Path) -> RunStatus:
         holder=holder,
         command=checkpoint.get("command"),
     )
+
+
+def _not_started(path: Path, planned: dict[str, Any]) -> RunStatus:
+    """A cell of a grid that has not started: what its grid planned."""
+    try:
+        steps = int(planned["steps"])
+        return RunStatus(
+            path=path,
+            benchmark=str(planned["benchmark"]),
+            algorithm=str(planned["algorithm"]),
+            seed=int(planned["seed"]),
+            state="not started",
+            iteration=0,
+            n_iterations=None,
+            env_steps=None,
+            env_steps_budget=steps,
+            planned_env_steps=steps,
+            wall_time_s=None,
+            metatest=None,
+            final=False,
+        )
+    except (KeyError, TypeError, ValueError):
+        raise RunError(
+            f"{path} is planned in its grid's {PLAN_FILE}, which is damaged: run the grid "
+            "again to rewrite it"
+        ) from None
 
 
 def _result(run: RunDirectory) -> dict[str, Any] | None:

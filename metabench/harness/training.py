@@ -11,6 +11,7 @@ from rich.console import Console
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.evaluation import MetaTestResult
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.atomic import (
     atomic_write_json,
     claim_new_file,
@@ -26,7 +27,12 @@ from metabench.harness.hooks import (
     TensorBoard,
 )
 from metabench.harness.loading import PERIODIC, load_run, set_test_actions
-from metabench.harness.provenance import cpu_history, provenance, provenance_differences
+from metabench.harness.provenance import (
+    code_differences,
+    cpu_history,
+    provenance,
+    provenance_differences,
+)
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.resultfile import make_result, write_result
 from metabench.harness.run import (
@@ -72,12 +78,14 @@ def _train_locked(
 ) -> dict[str, Any]:
     """:func:`train` once its run directory is locked."""
     spec, config, run = plan.spec, plan.config, plan.run
-    run.claim(config)
+    extended = run.claim(config)
+    if extended is not None:
+        console.print(extended)
     finished = run.completed_result()
     if finished is not None:
         console.print(f"{run.path} is already complete; its result is {run.result_path}")
         if run.keep_agent(algo):  # finished by a process killed before it could do this
-            console.print(f"Kept its trained agent in {run.agent_path}, in place of its checkpoint")
+            console.print(f"Kept its trained agent in {run.agent_path}")
         return finished
     if run.set_aside:
         console.print(f"{run.result_path} was corrupt (moved to {run.corrupt_path}): re-running")
@@ -115,7 +123,7 @@ def _train_locked(
     ]
     results = trainer.run(hooks, metatests)
     final, on_train = results["metatest"], results.get("train_evaluation")
-    record = provenance(config.get("device", "cpu"))
+    record = provenance(config.get("device", "cpu"), get_algorithm(settings.algorithm))
     if len(trained_on) > 1:  # resumed on another kind of CPU, which can move the last bits
         record["trained_on"] = trained_on
     result = make_result(
@@ -160,9 +168,14 @@ def evaluate(
     console: Console | None = None,
     device: str | None = None,
     test_actions: Literal["mode", "sample"] | None = None,
+    out: str | Path | None = None,
+    command: str | None = None,
 ) -> MetaTestResult:
     """Meta-test the latest checkpoint of a run (a finished run: its trained agent); writes a new
-    ``evaluations/evaluate-<time>.json``.
+    ``evaluate-<time>.json`` into the run's ``evaluations/``, or into ``out`` (a run that cannot
+    be written to, such as a read-only copy, is evaluated so). The file records the protocol,
+    the ``command`` that made it and the :func:`~metabench.harness.provenance.provenance` of the
+    code and machine, as a result does.
 
     By default this is the run's own final meta-test again: its recorded test tasks and protocol,
     and the random streams of its checkpoint, so a finished run gives its ``result.json``
@@ -180,14 +193,19 @@ def evaluate(
     recorded_device = run.config.get("device", "cpu")
     # checked before the meta-test, not after it: a run directory copied without its
     # evaluations/ folder, or a read-only one, fails at once instead of losing the meta-test
-    make_writable_folder(run.plan.run.evaluations, "run directory")
+    folder = run.plan.run.evaluations if out is None else Path(out)
+    make_writable_folder(folder, "run directory" if out is None else "--out")
     evaluator = run.evaluator(test_tasks, exploration_episodes, test_episodes)
     result = evaluator.evaluate(run.algorithm, run.processes)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     protocol = metatest_protocol(run.spec, run.algorithm, evaluator, len(run.plan.test_tasks))
+    here = provenance(run.device, get_algorithm(run.config["algorithm"]))
     atomic_write_json(
-        claim_new_file(run.plan.run.evaluations, f"evaluate-{stamp}", ".json"),
+        claim_new_file(folder, f"evaluate-{stamp}", ".json"),
         {
+            **({} if out is None else {"run": str(run.path.absolute())}),
+            "command": command,
+            "provenance": here,
             "iteration": run.iteration,
             "metatest_protocol": protocol,
             # as in the periodic meta-tests' files: the subset's indices in config.json's test_tasks
@@ -215,15 +233,23 @@ def evaluate(
         if holds(json.loads(json_text(result.to_dict())), recorded["metatest"]):
             console.print(f"The same numbers as the run's final meta-test ({result_path}).")
         else:
-            differences = provenance_differences(recorded.get("provenance") or {}, provenance())
-            why = (
-                f"its provenance and this machine differ in {'; '.join(differences)}"
-                if differences
-                else "its provenance records no difference from this machine"
-            )
             console.print(
                 f"[bold yellow]warning:[/] these numbers differ from the final meta-test in "
-                f"{result_path}, measured on the same checkpoint: this machine or its packages "
-                f"compute differently ({why})"
+                f"{result_path}, measured on the same agent: {differ_because(recorded, here)}"
             )
     return result
+
+
+def differ_because(recorded: dict[str, Any], here: dict[str, Any]) -> str:
+    """Why a meta-test of a run's own agent may not give its recorded numbers, as far as the
+    records show: the code first (metabench's, or a third-party algorithm's module files), then
+    the machine and its packages."""
+    recorded_provenance = recorded.get("provenance") or {}
+    code = code_differences(recorded_provenance, here)
+    machine = provenance_differences(recorded_provenance, here)
+    if code:
+        also = f"; the machine also differs in {'; '.join(machine)}" if machine else ""
+        return f"the code differs ({'; '.join(code)}){also}"
+    if machine:
+        return f"this machine or its packages compute differently ({'; '.join(machine)})"
+    return "its provenance records no difference in the code or the machine"

@@ -12,9 +12,11 @@ seed always gives the same tasks and no global random state is touched.
 from __future__ import annotations
 
 import abc
+import difflib
+import inspect
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, Self, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +24,7 @@ from gymnasium import utils
 
 from metabench.errors import InvalidActionError, StepBeforeResetError
 from metabench.rng import METAWORLD_TASK_CYCLES
-from metabench.validation import check_count
+from metabench.validation import ConfigError, check_count
 
 Task = Any
 """A task: a JSON-able dict for the HalfCheetah envs, a ``metaworld.Task`` for Meta-World."""
@@ -73,6 +75,75 @@ class EzPickleWithTask(utils.EzPickle):
         if task is not None:
             self.set_task(task)
             self._task_drawn = drawn
+
+
+class CheckedKeywords:
+    """Checks a task env's keyword arguments before its constructor runs, with an error that
+    names the argument, the env's keyword arguments and the fix.
+
+    Python's own error for an unknown one names the innermost base that rejected it (``MujocoEnv``
+    for HalfCheetah), lists nothing, and ``gymnasium.make`` appends every keyword argument of the
+    id (an RL2 id's internal ones too) to any ``TypeError``; :class:`ConfigError` is a
+    ``ValueError``, which ``gymnasium.make`` passes on as it is. Only names are checked here:
+    values are checked by the constructor, and valid arguments build the same env as before.
+    """
+
+    fixed_keywords: ClassVar[Mapping[str, str]] = {}
+    """Arguments of a base's constructor that this env sets itself, and what it sets them to:
+    not the caller's to give."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Self:
+        if not args:  # positional arguments: Python's own checks
+            check_keywords(cls, kwargs)
+        return super().__new__(cls)
+
+
+def keyword_parameters(creator: Any) -> list[inspect.Parameter] | None:
+    """The parameters a class (its constructor, following ``**kwargs`` up its bases, each name
+    as its first constructor declares it) or a function takes by keyword, less the
+    :attr:`CheckedKeywords.fixed_keywords` of a class; ``None`` where a ``**kwargs`` leads
+    nowhere that can be inspected."""
+    functions = (
+        [vars(owner)["__init__"] for owner in creator.__mro__ if "__init__" in vars(owner)]
+        if isinstance(creator, type)
+        else [creator]
+    )
+    fixed = getattr(creator, "fixed_keywords", {}) if isinstance(creator, type) else {}
+    found: dict[str, inspect.Parameter] = {}
+    for function in functions:
+        parameters = list(inspect.signature(function).parameters.values())
+        for parameter in parameters[1:] if isinstance(creator, type) else parameters:
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
+                found.setdefault(parameter.name, parameter)
+        if not any(p.kind is p.VAR_KEYWORD for p in parameters):
+            return [parameter for name, parameter in found.items() if name not in fixed]
+    return None
+
+
+def check_keywords(
+    creator: Any, given: Mapping[str, Any], extra: Sequence[str] = (), name: str = ""
+) -> None:
+    """Raise :class:`ConfigError` for the first argument of ``given`` that ``creator`` (a task
+    env's class) does not take, or one it sets itself; ``extra``: the arguments a wrapper around
+    it takes too (an RL2 id's), ``name``: what to call it. Nothing is checked where the
+    arguments cannot be told (a ``**kwargs`` to nowhere); a missing argument is left to Python
+    (pickle and ``copy`` create an env with none before they restore it)."""
+    parameters = keyword_parameters(creator)
+    if parameters is None:
+        return
+    name = name or getattr(creator, "__name__", repr(creator))
+    fixed = getattr(creator, "fixed_keywords", {})
+    valid = [*extra, *(parameter.name for parameter in parameters)]
+    for keyword in given:
+        if keyword in fixed:
+            raise ConfigError(f"{name} sets {keyword} itself ({fixed[keyword]}): remove {keyword}")
+        if keyword not in valid:
+            close = difflib.get_close_matches(keyword, valid, n=1)
+            fix = f"did you mean {close[0]!r}?" if close else "remove it"
+            raise ConfigError(
+                f"{name} has no keyword argument {keyword!r}: {fix} (its keyword arguments: "
+                f"{', '.join(valid)})"
+            )
 
 
 def check_action(action: Any, space: gym.spaces.Space[Any]) -> np.ndarray:

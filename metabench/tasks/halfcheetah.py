@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -22,13 +22,14 @@ from gymnasium.spaces import Box
 from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
+    CheckedKeywords,
     EpisodeGuard,
     EzPickleWithTask,
     Task,
     check_action,
     check_n_tasks,
 )
-from metabench.validation import check_count
+from metabench.validation import ConfigError, check_count
 
 CTRL_COST_WEIGHT = 0.05
 """garage's control cost: ``0.5 * 1e-1 * sum(action**2)``."""
@@ -36,7 +37,7 @@ CTRL_COST_WEIGHT = 0.05
 OBS_DIM = 20
 
 
-class HalfCheetahTaskEnv(EzPickleWithTask, HalfCheetahEnv, abc.ABC):
+class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.ABC):
     """Common body of the HalfCheetah task envs: observation, horizon, task protocol; a pickled
     or deep-copied env keeps its task (:class:`~metabench.tasks.base.EzPickleWithTask`).
 
@@ -50,6 +51,11 @@ class HalfCheetahTaskEnv(EzPickleWithTask, HalfCheetahEnv, abc.ABC):
     """
 
     task_key: str = ""
+    fixed_keywords: ClassVar[Mapping[str, str]] = {
+        "ctrl_cost_weight": f"garage's {CTRL_COST_WEIGHT}",
+        "model_path": "HalfCheetah-v5's; xml_file chooses another model",
+        "observation_space": f"garage's {OBS_DIM} floats",
+    }
 
     def __init__(
         self, horizon: int = 200, action_scale: float | None = None, **kwargs: Any
@@ -196,9 +202,7 @@ class HalfCheetahVelEnv(HalfCheetahTaskEnv):
     def __init__(
         self, velocity_range: tuple[float, float] = (0.0, 2.0), horizon: int = 200, **kwargs: Any
     ) -> None:
-        low, high = (float(v) for v in velocity_range)
-        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
-            raise ValueError(f"velocity_range must be finite (low, high), got {velocity_range!r}")
+        low, high = _velocity_range(velocity_range)
         super().__init__(horizon=horizon, **kwargs)
         utils.EzPickle.__init__(self, velocity_range, horizon, **kwargs)
         self.velocity_range = (low, high)
@@ -214,6 +218,27 @@ class HalfCheetahVelEnv(HalfCheetahTaskEnv):
     @staticmethod
     def _task_reward(x_velocity: float, task_value: float) -> float:
         return -abs(x_velocity - task_value)
+
+
+def _velocity_range(value: Any) -> tuple[float, float]:
+    """``velocity_range`` as its two bounds, or :class:`ConfigError` saying what to give."""
+    example = "e.g. velocity_range=(0.0, 2.0)"
+    try:
+        if isinstance(value, (str, bytes)):  # its characters would be read as the bounds
+            raise ValueError
+        low, high = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ConfigError(
+            f"velocity_range must be two numbers (low, high), got {value!r}: {example}"
+        ) from None
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise ConfigError(f"velocity_range must be finite, got {value!r}: {example}")
+    if low > high:
+        raise ConfigError(
+            f"velocity_range must be (low, high) with low <= high, got {value!r}: swap them, "
+            f"velocity_range=({high!r}, {low!r})"
+        )
+    return low, high
 
 
 class HalfCheetahDirEnv(HalfCheetahTaskEnv):

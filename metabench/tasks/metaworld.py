@@ -18,7 +18,7 @@ import difflib
 import functools
 import io
 import pickle
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -33,6 +33,7 @@ from metaworld.types import Task as MetaWorldTask
 from metabench.errors import InvalidTaskError
 from metabench.rng import combined_seed_sequence
 from metabench.tasks.base import (
+    CheckedKeywords,
     EpisodeGuard,
     EzPickleWithTask,
     ListTaskSampler,
@@ -179,7 +180,7 @@ class _TaskUnpickler(pickle.Unpickler):
         )
 
 
-class MetaWorldTaskEnv(EzPickleWithTask, gym.Env[np.ndarray, np.ndarray]):
+class MetaWorldTaskEnv(CheckedKeywords, EzPickleWithTask, gym.Env[np.ndarray, np.ndarray]):
     """One Gymnasium env over a Meta-World benchmark split, following the task protocol.
 
     A pickled or deep-copied env keeps its task (:class:`~metabench.tasks.base.EzPickleWithTask`).
@@ -428,6 +429,8 @@ class MetaWorldTaskEnv(EzPickleWithTask, gym.Env[np.ndarray, np.ndarray]):
 class ML1Env(MetaWorldTaskEnv):
     """Meta-World ML1: the 50 goals of one env (``env_name``), train and test goals differ."""
 
+    fixed_keywords: ClassVar[Mapping[str, str]] = {"benchmark": "ML1"}
+
     def __init__(self, env_name: str, split: str = "train", seed: int = 0, **kwargs: Any) -> None:
         super().__init__("ML1", env_name=env_name, split=split, seed=seed, **kwargs)
         utils.EzPickle.__init__(self, env_name=env_name, split=split, seed=seed, **kwargs)
@@ -436,6 +439,8 @@ class ML1Env(MetaWorldTaskEnv):
 class ML10Env(MetaWorldTaskEnv):
     """Meta-World ML10: 10 train classes, 5 held-out test classes, 50 goals each."""
 
+    fixed_keywords: ClassVar[Mapping[str, str]] = {"benchmark": "ML10"}
+
     def __init__(self, split: str = "train", seed: int = 0, **kwargs: Any) -> None:
         super().__init__("ML10", split=split, seed=seed, **kwargs)
         utils.EzPickle.__init__(self, split=split, seed=seed, **kwargs)
@@ -443,6 +448,8 @@ class ML10Env(MetaWorldTaskEnv):
 
 class ML45Env(MetaWorldTaskEnv):
     """Meta-World ML45: 45 train classes, 5 held-out test classes, 50 goals each."""
+
+    fixed_keywords: ClassVar[Mapping[str, str]] = {"benchmark": "ML45"}
 
     def __init__(self, split: str = "train", seed: int = 0, **kwargs: Any) -> None:
         super().__init__("ML45", split=split, seed=seed, **kwargs)

@@ -17,6 +17,7 @@ from gymnasium import spaces
 
 from metabench.errors import InvalidActionError, InvalidTaskError
 from metabench.tasks.base import (
+    CheckedKeywords,
     EpisodeGuard,
     Task,
     apply_reset_task,
@@ -26,7 +27,7 @@ from metabench.tasks.base import (
 from metabench.validation import check_count, check_number
 
 
-class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
+class PointGoalEnv(CheckedKeywords, gym.Env[np.ndarray, np.ndarray]):
     """A point in the plane rewarded by ``-||position - goal||``; the goal is the task.
 
     :param goal_range: goals are drawn uniformly from this square, per axis (MAML: (-0.5, 0.5)).
@@ -121,7 +122,7 @@ class PointGoalEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._position.copy(), -distance, False, truncated, info
 
 
-class BanditEnv(gym.Env[np.ndarray, np.int64]):
+class BanditEnv(CheckedKeywords, gym.Env[np.ndarray, np.int64]):
     """A multi-armed bandit whose paying arm is the task: one pull per episode.
 
     The best arm pays 1, every other arm 0. An RL2 trial of ``n_arms`` episodes can find it for

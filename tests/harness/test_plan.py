@@ -267,3 +267,89 @@ def test_plan_names_a_foreign_calibration_file(tmp_path, capsys):
     assert main(["plan", "--benchmarks", "PointGoal", "--algorithms", "nop", "--calibration",
                  str(bad)]) == 1  # fmt: skip
     assert "not a metabench calibration file" in capsys.readouterr().err
+
+
+PEARL_POINT_GOAL = CellTimes(setup_s=3.0, iteration_s=520.0, steps_per_iteration=2000,
+                             metatest_fixed_s=10.0, task_s=2.0, env_steps_per_s=1000.0,
+                             initial_s=60.0)  # fmt: skip
+"""PEARL on PointGoal at the pace of the trial that planned 73 h: 520 s per iteration."""
+
+
+def train_args(out, *extra: str) -> list[str]:
+    return ["train", "--benchmark", "PointGoal", "--algorithm", "pearl", "--out", str(out), *extra]
+
+
+def test_train_says_its_predicted_time_before_it_trains(tmp_path, capsys, monkeypatch):
+    """From the calibration file ``metabench plan`` keeps; the run's cores are its baseline's
+    where ``--cpus`` sets none, as a grid cell's are."""
+    import os
+
+    from metabench.harness import training
+    from metabench.harness.run import RunSettings
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    cell = calibration.run_cell(RunSettings("PointGoal", "pearl", 0, 1_000_000, out))
+    assert cell.cpus == min(2, os.cpu_count() or 1)  # pearl.toml's cpus
+    cache = CalibrationCache(calibration.default_cache())
+    cache.put(calibration_key(cell_plan(cell)), "pearl", PEARL_POINT_GOAL)
+    said_before_training: list[str] = []
+    monkeypatch.setattr(
+        training, "train", lambda settings: said_before_training.append(capsys.readouterr().out)
+    )
+    assert main(train_args(out, "--steps", "1000000")) == 0
+    # 500 iterations of 2,000 steps after PEARL's collection, then PointGoal's 20 test tasks
+    train_s, metatest_s = 60.0 + 500 * 520.0, 10.0 + 20 * 2.0
+    total_h = (3.0 + train_s + metatest_s) / 3600
+    assert said_before_training == [
+        f"predicted: pearl on PointGoal, 1,000,000 env steps: {total_h:.2f} h on this machine "
+        f"(500 iterations of 2,000 env steps at 520.0 s each, then {metatest_s / 60:.1f} min of "
+        f"meta-tests; calibrated on {cell.cpus} cores)\n"
+    ]
+
+
+def test_train_without_a_calibration_says_how_to_get_one_and_trains(tmp_path, capsys, monkeypatch):
+    from metabench.harness import training
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    trained: list[int] = []
+    monkeypatch.setattr(training, "train", lambda settings: trained.append(settings.env_steps))
+    assert main(train_args(tmp_path / "run")) == 0
+    path = tmp_path / "cache" / "metabench" / "calibration.json"
+    assert capsys.readouterr().out == (
+        f"no predicted time for pearl on PointGoal, 2,000 env steps: {path} holds no calibration "
+        f"of these settings on this machine; the same command with --predict measures one (one "
+        f"training iteration and two meta-tests) and stops before training\n"
+    )
+    assert trained == [2_000]  # pearl.toml's [train_steps]: one iteration, not 500
+
+
+def test_train_predict_measures_keeps_and_prints_the_prediction_without_training(
+    tmp_path, capsys, monkeypatch
+):
+    from metabench.harness import training
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    measured: list[tuple[str, str, int]] = []
+
+    def fake_calibrate(cell):
+        measured.append((cell.benchmark, cell.algorithm, cell.cpus))
+        return PEARL_POINT_GOAL
+
+    monkeypatch.setattr(calibration, "calibrate", fake_calibrate)
+    monkeypatch.setattr(training, "train", lambda settings: pytest.fail("--predict trained"))
+    assert main(train_args(tmp_path / "run", "--predict", "--cpus", "1")) == 0
+    captured = capsys.readouterr()
+    assert measured == [("PointGoal", "pearl", 1)]
+    assert "calibrating (one training iteration and two meta-tests) ..." in captured.err
+    total_min = (3.0 + 60.0 + 520.0 + 10.0 + 20 * 2.0) / 60  # one iteration: 2,000 steps
+    assert captured.out.startswith(
+        f"predicted: pearl on PointGoal, 2,000 env steps: {total_min:.1f} min on this machine "
+        f"(1 iteration of 2,000 env steps"
+    )
+    assert not (tmp_path / "run").exists()
+    # kept: the next run says it without measuring
+    monkeypatch.setattr(training, "train", lambda settings: None)
+    assert main(train_args(tmp_path / "run", "--cpus", "1")) == 0
+    assert capsys.readouterr().out.startswith("predicted: pearl on PointGoal, 2,000 env steps")
+    assert len(measured) == 1

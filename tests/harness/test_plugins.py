@@ -115,7 +115,8 @@ def test_a_spec_folder_run_records_the_command_that_reproduces_it(
     first = json.loads((run / "result.json").read_text())
     specs = shlex.quote(str(tmp_path / "specs"))
     assert first["command"] == (
-        f"METABENCH_SPECS={specs} PYTHONPATH={shlex.quote(str(EXAMPLE))} metabench {' '.join(args)}"
+        f"METABENCH_SPECS={specs} PYTHONPATH={shlex.quote(str(EXAMPLE))} "
+        f"{shlex.join([sys.executable, '-m', 'metabench', *args])}"
     )
     record = first["config"]["algorithm_spec"]
     assert record["registered_by"] == f"METABENCH_SPECS={tmp_path / 'specs'}"
@@ -132,15 +133,13 @@ def test_a_spec_folder_run_records_the_command_that_reproduces_it(
         f"my_algorithm:IMPLEMENTATION; to evaluate it, set METABENCH_SPECS={tmp_path / 'specs'}"
     )
 
-    # in a plain shell, from the repository, the recorded command runs it again: same numbers
+    # in a plain shell with an empty environment, the recorded command runs it again: the same
+    # numbers
     for name in ("result.json", "agent.pt"):
         (run / name).unlink()
-    plain = {k: v for k, v in os.environ.items() if k not in ("METABENCH_SPECS", "PYTHONPATH")}
-    command = first["command"].replace(" metabench ", f" {sys.executable} -m metabench.cli ", 1)
     shell = subprocess.run(
-        ["bash", "-c", command], cwd=ROOT, env={**plain, "OMP_NUM_THREADS": "1"},
-        capture_output=True, text=True,
-    )  # fmt: skip
+        ["env", "-i", "bash", "-c", first["command"]], cwd=ROOT, capture_output=True, text=True
+    )
     assert shell.returncode == 0, shell.stderr
     again = json.loads((run / "result.json").read_text())
     assert (again["metatest"], again["metatrain"]) == (first["metatest"], first["metatrain"])

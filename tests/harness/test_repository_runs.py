@@ -2,7 +2,6 @@
 recorded command, to the numbers of a run that was never interrupted."""
 
 import json
-import os
 import shlex
 import shutil
 import signal
@@ -14,15 +13,11 @@ from typing import Any
 
 import pytest
 
+from metabench.cli import main
 from metabench.harness import provenance
 from metabench.harness.hooks import StopOnInterrupt
-from metabench.harness.run import (
-    RunDirectory,
-    RunSettings,
-    portable_path,
-    recorded_command,
-    with_out,
-)
+from metabench.harness.provenance import portable_path, work_tree_root
+from metabench.harness.run import RunDirectory, RunSettings, recorded_command, with_out
 from metabench.harness.training import train
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,9 +32,12 @@ ITERATIONS = 40
 def test_out_is_recorded_relative_to_the_work_tree_that_holds_it(tmp_path):
     repository = tmp_path / "repo"
     (repository / ".git").mkdir(parents=True)
-    assert portable_path(repository / "results" / "ML10" / "run") == "results/ML10/run"
+    run = repository / "results" / "ML10" / "run"
+    assert work_tree_root(run) == repository and work_tree_root(tmp_path / "x" / "run") is None
+    assert portable_path(run, repository) == "results/ML10/run"
     outside = tmp_path / "elsewhere" / "run"
-    assert portable_path(outside) == str(outside)
+    assert portable_path(outside, repository) == str(outside)
+    assert portable_path(outside, None) == str(outside)
     assert with_out(["train", "--out", "x", "--seed", "1"], "y") == [
         "train", "--out", "y", "--seed", "1",
     ]  # fmt: skip
@@ -47,12 +45,35 @@ def test_out_is_recorded_relative_to_the_work_tree_that_holds_it(tmp_path):
     assert with_out(["train"], "runs/r") == ["train", "--out", "runs/r"]
 
 
-def test_the_recorded_command_quotes_each_word_for_the_shell(tmp_path, monkeypatch):
+def test_the_recorded_command_names_its_python_and_quotes_each_word(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["train", "--benchmark", "Bandit", "--algorithm", "nop", "--out", "my runs/a"]
     command = recorded_command(argv, "Bandit", "nop", tmp_path / "my runs" / "a")
     words = shlex.split(command)
-    assert words[0] == "metabench" and words[-2:] == ["--out", str(tmp_path / "my runs" / "a")]
+    assert words[:3] == [sys.executable, "-m", "metabench"]
+    assert words[-2:] == ["--out", str(tmp_path / "my runs" / "a")]
+
+
+@pytest.mark.skipif(shutil.which("env") is None, reason="needs env")
+def test_the_recorded_command_runs_as_written_in_an_empty_environment(tmp_path, monkeypatch):
+    """Started from a sub-folder of a repository whose path has a space and a non-ASCII
+    character, a run's recorded command runs in ``env -i bash`` from the root, to its numbers."""
+    root = repository(tmp_path / "my repö")
+    (root / "sub dir").mkdir()
+    monkeypatch.chdir(root / "sub dir")
+    args = ["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--seed", "1",
+            "--steps", str(2 * STEPS_PER_ITERATION), "--out", "../results/ü run"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["metabench", *args])
+    assert main(args) == 0
+    run = root / "results" / "ü run"
+    first = numbers(run)
+    command = json.loads((run / "result.json").read_text())["command"]
+    assert shlex.split(command)[-2:] == ["--out", "results/ü run"]
+    for name in ("result.json", "agent.pt"):
+        (run / name).unlink()
+    again = subprocess.run(["env", "-i", "bash", "-c", command], cwd=root, capture_output=True)
+    assert again.returncode == 0, again.stderr.decode()
+    assert numbers(run) == first
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -72,12 +93,10 @@ def repository(path: Path) -> Path:
 
 
 def plain_shell(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``command`` in bash, with ``metabench`` found on ``PATH`` as an installed one is."""
-    path = f"{METABENCH.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    """``command`` in bash with an empty environment, as a user's plain shell runs it."""
     return subprocess.run(
-        ["bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=600,
-        env={**os.environ, "PATH": path},
-    )  # fmt: skip
+        ["env", "-i", "bash", "-c", command], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 def numbers(run: Path) -> dict:
@@ -122,7 +141,7 @@ def test_a_run_committed_mid_way_resumes_from_a_fresh_clone_as_if_never_interrup
 
     clone = tmp_path / "clone"
     git(tmp_path, "clone", "--quiet", str(source), str(clone))
-    status = plain_shell(f"metabench status --unfinished {out}", clone)
+    status = plain_shell(f"{shlex.quote(str(METABENCH))} status --unfinished {out}", clone)
     assert status.returncode == 0, status.stderr
     prefix = f"to resume {out}: "
     (line,) = [line for line in status.stdout.splitlines() if line.startswith(prefix)]
@@ -140,7 +159,7 @@ def test_a_run_committed_mid_way_resumes_from_a_fresh_clone_as_if_never_interrup
     # what is committed once it has finished: the trained agent in place of the checkpoint
     finished = RunDirectory(clone / out)
     assert finished.agent_path.exists() and not finished.checkpoint_path.exists()
-    evaluated = plain_shell(f"metabench evaluate {out}", clone)
+    evaluated = plain_shell(f"{shlex.quote(str(METABENCH))} evaluate {out}", clone)
     assert evaluated.returncode == 0, evaluated.stderr
     assert "The same numbers as the run's final meta-test" in evaluated.stderr
 

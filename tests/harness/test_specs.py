@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -380,3 +381,71 @@ def test_list_shows_a_baseline_files_defaults_over_its_configs(capsys):
 def test_every_shipped_baseline_names_an_implementation_in_its_algorithm_module():
     for name, entry in load_algorithms().items():
         assert entry.implementation.algorithm.__module__.startswith(entry.module), name
+
+
+def test_train_steps_set_trains_budget_per_benchmark_where_steps_is_not_given(
+    user_specs, tmp_path, monkeypatch
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # no calibration to read
+    user_specs(
+        "baselines/zero.toml", NOP_SPEC + '    [train_steps]\n    "Ban*" = 7\n    Bandit = 5\n'
+    )
+    entry = get_algorithm("zero")
+    assert entry.default_steps("Bandit") == 5  # every match applies, the later wins
+    assert entry.default_steps("PointGoal") == 1_000_000  # none: train's own default
+    out = tmp_path / "run"
+    args = ["train", "--benchmark", "Bandit", "--algorithm", "zero", "--out", str(out)]
+    monkeypatch.setattr(sys, "argv", ["metabench", *args])
+    assert main(args) == 0
+    assert json.loads((out / "config.json").read_text())["env_steps_budget"] == 5
+    # the record names the budget the default gave, which a later default cannot change
+    command = json.loads((out / "result.json").read_text())["command"]
+    assert shlex.split(command)[-2:] == ["--steps", "5"]
+    assert main(["train", "--benchmark", "Bandit", "--algorithm", "zero", "--steps", "3",
+                 "--out", str(tmp_path / "given")]) == 0  # fmt: skip
+    assert json.loads((tmp_path / "given" / "config.json").read_text())["env_steps_budget"] == 3
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("Bdt = 5", r"zero.toml:\d+: \[train_steps\] Bdt matches no benchmark; benchmarks: "),
+        ("Bandit = 0", r"\[train_steps\] Bandit must be a positive integer \(env steps\), got 0"),
+        ('Bandit = "many"', r"Bandit must be a positive integer \(env steps\), got 'many'"),
+        ("Bandit = true", r"Bandit must be a positive integer \(env steps\), got True"),
+    ],
+)
+def test_a_bad_train_steps_table_names_file_line_and_fix(user_specs, table, message):
+    user_specs("baselines/zero.toml", NOP_SPEC + f"    [train_steps]\n    {table}\n")
+    with pytest.raises(SpecError, match=message):
+        get_algorithm("zero")
+
+
+@pytest.mark.parametrize("toy", ["Bandit", "PointGoal"])
+def test_the_toys_default_budgets_take_minutes_not_days(toy, tmp_path):
+    """``metabench train --benchmark PointGoal --algorithm pearl`` planned 500 iterations of
+    about 520 s (measured on 2 cores): 73 h for a toy. On Bandit, 1e6 steps were 5,208
+    iterations of RL2 (33,333 for its variants, 50,000 for the PPO references). Without
+    ``--steps``, every algorithm that runs on a toy now makes at most 500 iterations, and
+    PEARL on PointGoal trains for a quarter of an hour at most at that measured pace."""
+    from metabench.harness.costs import CellTimes, cell_cost
+    from metabench.harness.run import RunSettings, build_algorithm, plan_run
+
+    ran = []
+    for name, entry in sorted(load_algorithms().items()):
+        steps = entry.default_steps(toy)
+        try:
+            run = plan_run(RunSettings(toy, name, 0, steps, tmp_path / name))
+            algo = build_algorithm(run.spec, run.config, None)
+        except ValueError:  # for continuous actions only (Bandit's are discrete)
+            continue
+        per_iteration, close = algo.steps_per_iteration, getattr(algo, "close", None)
+        if close is not None:
+            close()
+        ran.append(name)
+        assert (steps // per_iteration if per_iteration else 0) <= 500, (name, steps)
+        if (toy, name) == ("PointGoal", "pearl"):
+            measured = CellTimes(0.0, 520.0, per_iteration, 0.0, 0.0, 1.0, 0.0)
+            assert cell_cost(measured, steps, []).train_s <= 15 * 60
+    assert {"nop", "rl2-ppo", "multitask"} <= set(ran)
+    assert toy == "Bandit" or "pearl" in ran

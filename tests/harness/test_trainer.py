@@ -185,6 +185,31 @@ def test_ctrl_c_stops_after_the_iteration_with_a_checkpoint_then_interrupts(tmp_
     assert signal.getsignal(signal.SIGINT) is before
 
 
+def test_ctrl_c_during_the_final_metatest_interrupts_it_at_once(tmp_path):
+    class CtrlCEvaluator(FakeEvaluator):
+        tasks_done = 0
+
+        def evaluate(self, algorithm: Any, processes: int | None = None) -> Any:
+            for _ in range(5):  # five test tasks; Ctrl-C after the second
+                self.tasks_done += 1
+                if self.tasks_done == 2:
+                    signal.raise_signal(signal.SIGINT)
+            return super().evaluate(algorithm, processes)
+
+    output = io.StringIO()
+    run, before = SavedIterations(tmp_path), signal.getsignal(signal.SIGINT)
+    evaluator = CtrlCEvaluator()
+    with pytest.raises(KeyboardInterrupt):
+        MetaTrainer(Counter(), 3).run(
+            [StopOnInterrupt(Console(file=output)), Checkpoints(run, 5)],
+            [MetaTest("metatest", evaluator)],
+        )
+    assert evaluator.tasks_done == 2  # not the whole meta-test, then a success
+    assert run.saved == [3]  # the last iteration's checkpoint: the command runs it again
+    assert "stopping after this iteration" not in output.getvalue()
+    assert signal.getsignal(signal.SIGINT) is before
+
+
 class FakeClock:
     """``time.monotonic`` advancing ``tick`` seconds per call."""
 

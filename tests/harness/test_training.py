@@ -109,6 +109,7 @@ def test_a_finished_run_keeps_its_agent_instead_of_its_checkpoint_and_is_not_rep
     run = RunDirectory(out)
     agent = run.load_agent()
     assert run.load_checkpoint() is None and agent is not None and agent["iteration"] == 2
+    assert run.final_checkpoint_path.exists()  # on this machine only: a larger --steps extends
     assert "optimizer" not in agent["algorithm"] and "policy" in agent["algorithm"]
     assert (out / "tensorboard" / "metabench").is_dir()
     again = train(settings(out))
@@ -131,6 +132,43 @@ def test_a_run_killed_before_it_kept_its_agent_keeps_it_when_run_again(
     assert f"Kept its trained agent in {run.agent_path}" in capsys.readouterr().err
     assert run.load_checkpoint() is None and run.load_agent() is not None
     assert evaluate(out).to_dict() == first["metatest"]
+
+
+def without_times(record: dict) -> dict:
+    return {key: value for key, value in record.items() if "time" not in key}
+
+
+def test_a_larger_steps_extends_a_finished_run_from_its_last_checkpoint(tmp_path, capsys):
+    out = tmp_path / "rl2"
+    first = train(settings(out))
+    run = RunDirectory(out)
+    assert run.final_checkpoint_path.exists() and not run.checkpoint_path.exists()
+    capsys.readouterr()
+    extended = train(settings(out, steps=4 * STEPS_PER_ITERATION))
+    err = " ".join(capsys.readouterr().err.split())
+    aside = out / f"result-{2 * STEPS_PER_ITERATION}-steps.json"
+    assert f"Extending {out} from --steps {2 * STEPS_PER_ITERATION} to" in err
+    assert "Resuming" in err and "at iteration 2 of 4" in err
+    assert json.loads(aside.read_text()) == first  # the earlier result, kept
+    assert extended["iterations"] == 4 and extended["env_steps"] == 4 * STEPS_PER_ITERATION
+    assert run.load_agent()["iteration"] == 4
+    # it trained as a run given that budget from the start
+    straight = train(settings(tmp_path / "straight", steps=4 * STEPS_PER_ITERATION))
+    assert extended["config"] == straight["config"]
+    assert without_times(extended["metatrain"]) == without_times(straight["metatrain"])
+    assert extended["metatest"] == straight["metatest"]
+
+
+def test_a_finished_run_without_its_training_state_says_it_cannot_be_extended(tmp_path):
+    out = tmp_path / "rl2"
+    train(settings(out))
+    run = RunDirectory(out)
+    run.final_checkpoint_path.unlink()  # as in a clone: the repository ships the agent only
+    with pytest.raises(RunError, match=r"cannot be extended: .*into another --out"):
+        train(settings(out, steps=4 * STEPS_PER_ITERATION))
+    assert run.completed_result() is not None  # nothing moved
+    with pytest.raises(RunError, match=r"holds a different run \(differs in: env_steps_budget"):
+        train(settings(out, steps=STEPS_PER_ITERATION))  # a smaller budget is another run
 
 
 def test_budget_is_whole_iterations_never_more(tmp_path):
@@ -350,8 +388,8 @@ def test_unwritable_output_directory_is_reported(tmp_path):
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["train", "--benchmark", "Nope", "--algorithm", "nop"], 2, "invalid choice"),
-        (["train", "--benchmark", "Bandit", "--algorithm", "nope"], 2, "invalid choice"),
+        (["train", "--benchmark", "Nope", "--algorithm", "nop"], 2, "unknown benchmark 'Nope'"),
+        (["train", "--benchmark", "Bandit", "--algorithm", "nope"], 2, "unknown algorithm 'nope'"),
         (["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--steps", "10"], 1,
          "less than one iteration"),
         (["train", "--benchmark", "Bandit", "--algorithm", "rl2-ppo", "--set", "lr=1"], 1,
@@ -427,7 +465,7 @@ def test_table_lists_runs_and_references_and_skips_corrupt_results(tmp_path, cap
     assert "| Bandit | nop | 0 | 0 |" in page
     curve = json.loads((results / "nop" / "result.json").read_text())["metatest"]["aggregate"]
     assert " → ".join(f"{v:.2f}" for v in curve["return_per_episode"]) in page  # NOP's curve
-    assert "Meta-World paper" in page and "0.358" in page
+    assert "Published settings" not in page  # none for Bandit: a page lists its benchmarks' only
     assert "| nop | 1 |" in page  # the summary over seeds
     assert (results / "summary.csv").read_text().startswith("benchmark,")
     assert (results / "plots" / "adaptation_Bandit.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -90,7 +90,11 @@ class RandomSearch(MetaRLAlgorithm):
         cpus: int | None = None,
         device: str = "cpu",
     ) -> Self:
-        """The algorithm on ``spec``'s training env, seeded ``seed``; the rest is not used."""
+        """The algorithm on ``spec``'s training env, seeded ``seed``; the rest is not used.
+
+        ``spec`` is the benchmark (``docs/own-algorithm.md``, "The benchmark: spec"): the
+        task env's id and its arguments for meta-training, ``horizon`` and the spec file's
+        ``env.*`` settings included."""
         return cls(gym.make(spec.env_id, **spec.train_env_kwargs(seed)).unwrapped, config, seed)
 
     def train(self, n_iterations: int) -> dict[str, float]:
@@ -116,9 +120,10 @@ class RandomSearch(MetaRLAlgorithm):
         assert isinstance(self.env.action_space, gym.spaces.Box)
         policy = LinearPolicy(weights, self.env.action_space)
         tasks = np.random.default_rng(tasks_seed)
-        total, done, observation = 0.0, True, None
+        total, done = 0.0, True
+        observation: np.ndarray = np.zeros(0)  # replaced by the first reset
         for _ in range(self.config.steps_per_candidate):
-            if done:
+            if done:  # a seeded reset draws a new task (an unseeded one would keep the task)
                 observation, _ = self.env.reset(seed=int(tasks.integers(2**31)))
             observation, reward, terminated, truncated, _ = self.env.step(
                 policy.get_action(observation)
@@ -138,7 +143,13 @@ class RandomSearch(MetaRLAlgorithm):
     def adapt_policy(
         self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
     ) -> Policy:
-        return exploration_policy  # no adaptation: one policy for every task
+        """No adaptation: one policy for every task.
+
+        ``exploration_episodes`` holds the test task's ``spec.exploration_episodes`` episodes,
+        steps concatenated: observations, actions, unscaled rewards, step types, lengths, last
+        observations and, where the task env reports it, ``env_infos["success"]``, nothing else
+        of the env's info (``docs/own-algorithm.md``, "What adapt_policy receives")."""
+        return exploration_policy
 
     def state_dict(self) -> dict[str, Any]:
         # tensors and plain values only: a NumPy array here would be refused when saved

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Literal
 
 from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
-from metabench.validation import check_config, option
+from metabench.validation import MAX_LAYER_WIDTH, check_config, option
 
 __all__ = ["OUTER_OPTIMIZERS", "MAMLConfig"]
 
@@ -91,7 +91,10 @@ class MAMLConfig:
         low=0.0, low_open=True,
     )  # fmt: skip
     hidden_sizes: tuple[int, ...] = option(
-        (100, 100), "hidden layers of the tanh policy (a list of widths)", low=1
+        (100, 100),
+        "hidden layers of the tanh policy (a list of widths)",
+        low=1,
+        high=MAX_LAYER_WIDTH,
     )
     init_std: float = option(1.0, "initial action std of the policy (garage: 1.0)", low=0.0,
                              low_open=True)  # fmt: skip

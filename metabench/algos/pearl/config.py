@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from metabench.validation import check_config, option
+from metabench.validation import MAX_LAYER_WIDTH, check_config, option
 
 __all__ = ["PEARLConfig"]
 
@@ -21,12 +21,18 @@ class PEARLConfig:
     n_train_tasks: int = option(
         100, "training tasks, drawn once from the benchmark's training distribution", low=1
     )
-    latent_size: int = option(5, "dimension of the task variable z", low=1)
+    latent_size: int = option(5, "dimension of the task variable z", low=1, high=MAX_LAYER_WIDTH)
     hidden_sizes: tuple[int, ...] = option(
-        (300, 300, 300), "hidden layers (ReLU) of the policy, both Q-functions and V", low=1
+        (300, 300, 300),
+        "hidden layers (ReLU) of the policy, both Q-functions and V",
+        low=1,
+        high=MAX_LAYER_WIDTH,
     )
     encoder_hidden_sizes: tuple[int, ...] = option(
-        (200, 200, 200), "hidden layers (ReLU) of the context encoder", low=1
+        (200, 200, 200),
+        "hidden layers (ReLU) of the context encoder",
+        low=1,
+        high=MAX_LAYER_WIDTH,
     )
     meta_batch_size: int = option(16, "tasks per gradient step (oyster's meta_batch)", low=1)
     num_initial_steps: int = option(

@@ -32,7 +32,7 @@ from metabench.algos.rl2.base import (
 from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 from metabench.algos.rl2.recurrent_trpo import RL2RecurrentTRPO
 from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
-from metabench.validation import check_config, option
+from metabench.validation import MAX_LAYER_WIDTH, check_config, option
 
 __all__ = ["RL2TRPO", "RL2_TRPO", "RL2TRPOConfig"]
 
@@ -45,7 +45,10 @@ class RL2TRPOConfig:
     meta_batch_size: int = option(10, "tasks (sub-envs) per iteration, one trial each", low=1)
     episodes_per_trial: int = option(4, "episodes of one task per trial", low=1)
     hidden_size: int = option(
-        64, "width of the recurrent cell (garage: a GRU of 64 on HalfCheetah)", low=1
+        64,
+        "width of the recurrent cell (garage: a GRU of 64 on HalfCheetah)",
+        low=1,
+        high=MAX_LAYER_WIDTH,
     )
     recurrent_cell: Literal["lstm", "gru"] = option(
         "gru", "gru (garage's GaussianGRUPolicy) or lstm (sb3-contrib's cell)"
@@ -100,7 +103,9 @@ class RL2TRPOConfig:
         False, "act with the distribution's mode in every meta-test episode"
     )
     deterministic_test: bool = option(False, DETERMINISTIC_TEST_DOC, recorded_at_default=False)
-    encoder_sizes: tuple[int, ...] = option((), ENCODER_SIZES_DOC, low=1, recorded_at_default=False)
+    encoder_sizes: tuple[int, ...] = option(
+        (), ENCODER_SIZES_DOC, low=1, high=MAX_LAYER_WIDTH, recorded_at_default=False
+    )
     policy_head: Literal["linear", "tanh"] = option(
         "linear", POLICY_HEAD_DOC, recorded_at_default=False
     )

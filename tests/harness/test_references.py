@@ -1,0 +1,42 @@
+"""The published settings a results page lists are those of its benchmarks."""
+
+import sys
+
+from metabench.harness.references import load_references, references_for
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def test_a_halfcheetahvel_page_lists_only_halfcheetahvels_published_settings():
+    from importlib import resources
+
+    text = resources.files("metabench").joinpath("references.toml").read_text()
+    entries = tomllib.loads(text)["reference"]
+    expected = [(e["benchmark"], e["algorithm"], e["setting"]) for e in entries
+                if e["benchmark"] == "HalfCheetahVel"]  # fmt: skip
+    chosen = references_for(["HalfCheetahVel"])
+    assert [(r.benchmark, r.algorithm, r.setting) for r in chosen] == expected
+    assert expected and not any(r.benchmark.startswith("ML") for r in chosen)
+    assert references_for([]) == []
+    every = {r.benchmark for r in load_references()}
+    assert references_for(every) == load_references()
+
+
+def test_a_results_page_lists_the_published_settings_of_its_benchmarks_only(tmp_path):
+    from metabench.harness.tables import results_markdown
+    from tests.factories import make_result
+
+    def page(*benchmarks: str) -> str:
+        runs = [
+            (tmp_path / name / "result.json", make_result(name, "nop", 0, [[0.0, 1.0, -1.0]]))
+            for name in benchmarks
+        ]
+        return results_markdown(tmp_path, runs, [])
+
+    half_cheetah = page("HalfCheetahVel")
+    assert "| HalfCheetahVel |" in half_cheetah and "| ML10 |" not in half_cheetah
+    assert "| ML10 |" in page("HalfCheetahVel", "ML10")
+    assert "## Published settings and numbers" not in page("Bandit")
