@@ -22,7 +22,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import utils
 
-from metabench.errors import InvalidActionError, StepBeforeResetError
+from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
 from metabench.rng import METAWORLD_TASK_CYCLES
 from metabench.validation import ConfigError, check_count
 
@@ -236,6 +236,24 @@ def apply_reset_task(
     elif not has_task or (seed is not None and getattr(env, "_task_drawn", False)):
         env.set_task(env.sample_tasks(1)[0])
         env._task_drawn = True  # type: ignore[attr-defined]
+
+
+def validated_goal(task: Task, env_name: str) -> np.ndarray:
+    """The goal of a ``{"goal": [x, y]}`` task, or :class:`InvalidTaskError` naming the env
+    (``env_name``) and what a valid task looks like (the goal tasks of the point robots and
+    Ant-Goal)."""
+    if not isinstance(task, Mapping) or set(task) != {"goal"}:
+        raise InvalidTaskError(
+            f"{env_name} expects a task like {{'goal': [x, y]}}, got {task!r}; "
+            f"use env.sample_tasks(n) to make valid tasks"
+        )
+    try:
+        goal = np.asarray(task["goal"], dtype=np.float64)
+    except (TypeError, ValueError):
+        goal = np.full(1, np.nan)
+    if goal.shape != (2,) or not np.isfinite(goal).all():
+        raise InvalidTaskError(f"task['goal'] must be two finite numbers, got {task['goal']!r}")
+    return goal
 
 
 def check_n_tasks(n: int) -> None:

@@ -49,6 +49,7 @@ from metabench.tasks.base import (
     Task,
     check_action,
     check_n_tasks,
+    validated_goal,
 )
 from metabench.validation import ConfigError, check_count
 
@@ -348,18 +349,7 @@ class AntGoalEnv(AntTaskEnv):
         return [{"goal": goal.tolist()} for goal in goals]
 
     def _validated(self, task: Task) -> dict[str, Any]:
-        if not isinstance(task, Mapping) or set(task) != {"goal"}:
-            raise InvalidTaskError(
-                f"AntGoalEnv expects a task like {{'goal': [x, y]}}, got {task!r}; "
-                f"use env.sample_tasks(n) to make valid tasks"
-            )
-        try:
-            goal = np.asarray(task["goal"], dtype=np.float64)
-        except (TypeError, ValueError):
-            goal = np.full(1, np.nan)
-        if goal.shape != (2,) or not np.isfinite(goal).all():
-            raise InvalidTaskError(f"task['goal'] must be two finite numbers, got {task['goal']!r}")
-        return {"goal": goal.tolist()}
+        return {"goal": validated_goal(task, type(self).__name__).tolist()}
 
     def _task_reward(self, xy_before: np.ndarray, xy_after: np.ndarray) -> float:
         assert self._task is not None

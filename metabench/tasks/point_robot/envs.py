@@ -31,7 +31,6 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces, utils
 
-from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
     CheckedKeywords,
@@ -41,6 +40,7 @@ from metabench.tasks.base import (
     apply_reset_task,
     check_action,
     check_n_tasks,
+    validated_goal,
 )
 from metabench.validation import ConfigError, check_count, check_number
 
@@ -177,19 +177,7 @@ class PointRobotEnv(CheckedKeywords, EzPickleWithTask, gym.Env[np.ndarray, np.nd
         self._task_drawn = False
 
     def _validated(self, task: Task) -> np.ndarray:
-        name = type(self).__name__
-        if not isinstance(task, Mapping) or set(task) != {"goal"}:
-            raise InvalidTaskError(
-                f"{name} expects a task like {{'goal': [x, y]}}, got {task!r}; "
-                f"use env.sample_tasks(n) to make valid tasks"
-            )
-        try:
-            goal = np.asarray(task["goal"], dtype=np.float64)
-        except (TypeError, ValueError):
-            goal = np.full(1, np.nan)
-        if goal.shape != (2,) or not np.isfinite(goal).all():
-            raise InvalidTaskError(f"task['goal'] must be two finite numbers, got {task['goal']!r}")
-        return goal
+        return validated_goal(task, type(self).__name__)
 
     # -- Gymnasium API -------------------------------------------------------------------------
     def reset(
