@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# The main job: a quick grid on HalfCheetahVel (about 6 minutes on 2 cores), then its table:
+# The main job: a quick grid on HalfCheetahVel (4.5 minutes on 2 cores), then its table:
 # MAML-TRPO as published (reduced budget) beside the floors it must beat, multitask and NOP.
 # Three seeds: the table's Student's t interval spans 12.7 standard errors each side over 2 seeds
 # (too wide to tell MAML-TRPO's gain from 0), 4.3 over 3. Run it again to finish an interrupted
@@ -41,7 +41,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not slow and not benchmark and not mainjob" -q
 	$(BIN)/python -m pytest -q --doctest-modules metabench
 
-# make run's grid (about 6 minutes), checked: MAML-TRPO adapts and beats multitask and NOP.
+# make run's grid (about 5 minutes), checked: MAML-TRPO adapts and beats multitask and NOP.
 test-main-job: $(STAMP)
 	$(BIN)/python -m pytest -m mainjob -q
 
