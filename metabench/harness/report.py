@@ -50,7 +50,8 @@ def metatest_table(result: MetaTestResult, title: str) -> Table:
     if count is not None:
         table.caption += (
             f"; Meta-World's count of the test episodes (first 3 of each class to end, "
-            f"{result.metaworld_envs_per_class} sub-envs per class): success "
+            f"{result.metaworld_envs_per_class} sub-envs per class; biased upward, Metaworld "
+            f"PR #577): success "
             f"{count.success_rate:.2f}, return {count.mean_return:.2f}"
         )
     return table

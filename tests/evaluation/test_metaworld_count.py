@@ -5,7 +5,12 @@ test_metaworld_adapter.py)."""
 import pytest
 
 from metabench.evaluation import MetaTestResult, TaskResult
-from metabench.evaluation.metaworld_count import CountedEpisode, first_to_end, metaworld_count
+from metabench.evaluation.metaworld_count import (
+    CountedEpisode,
+    first_to_end,
+    metaworld_count,
+    per_goal_count,
+)
 
 
 def hit(step: int, ret: float = 1.0) -> CountedEpisode:
@@ -44,6 +49,30 @@ def test_rounds_of_each_class_are_averaged_as_metaworld_averages_them():
     assert count.success_rate_per_class == {"a": 0.5, "b": 0.0}
     # returns: round 0: (1+1+1 + 50+50+50) / 6 = 25.5; round 1: 50
     assert count.mean_return == pytest.approx((25.5 + 50.0) / 2)
+
+
+def test_per_goal_counting_removes_the_head_start_of_early_successes():
+    """The race of the test above, counted per goal (Metaworld PR #577): each sub-env's own 3
+    episodes, worked out by hand."""
+    episodes = {
+        "a0": [hit(5)] * 3, "a1": [MISS] * 3,  # round 0: 3/3 and 0/3
+        "a2": [MISS] * 3, "a3": [MISS] * 3,  # round 1: 0/3 and 0/3
+        "b0": [MISS, hit(150, 9.0), MISS], "b1": [MISS] * 3,  # round 0: 1/3 and 0/3
+    }  # fmt: skip
+    classes = [name[0] for name in episodes]
+    per_goal = per_goal_count(classes, list(episodes.values()), envs_per_class=2)
+    # round 0: goals a0, a1, b0, b1 -> (3 + 0 + 1 + 0) / 12; round 1: a2, a3 -> 0
+    assert per_goal == pytest.approx((4 / 12 + 0.0) / 2)
+    # one sub-env per class and round, as metabench's own fraction of test episodes counts
+    fast, slow = [hit(5)] * 3, [MISS, MISS, hit(100)]
+    race = [[fast, [MISS] * 3], [slow, [MISS] * 3]]
+    for pair in race:
+        fraction = sum(e.success for goal in pair for e in goal) / 6
+        assert per_goal_count(["a", "a"], pair, envs_per_class=2) == pytest.approx(fraction)
+    # Meta-World's count: early successes fill the class's 3 places (1.0 against 0.5), and a
+    # success in a goal's last episode ends after them and is never counted (0 against 1/6)
+    assert metaworld_count(["a", "a"], race[0], envs_per_class=2).success_rate == 1.0
+    assert metaworld_count(["a", "a"], race[1], envs_per_class=2).success_rate == 0.0
 
 
 def test_meta_test_result_records_metaworld_count_only_with_its_setting():
@@ -105,3 +134,22 @@ def test_tables_show_metaworlds_count_beside_the_episode_rate_where_it_is_record
     rows = summary_csv(summaries).splitlines()
     assert rows[0].endswith("metaworld_success_mean,metaworld_success_low,metaworld_success_high")
     assert rows[1].split(",")[-3] == "0.625" and rows[2].endswith(",,,")
+
+
+def test_per_goal_count_of_a_shipped_ml10_run_is_its_fraction_of_test_episodes():
+    """On the ML10 record of a real run (200 test goals, 40 per class, 3 test episodes each),
+    counted per goal, Meta-World's race gives the fraction of test episodes that succeed."""
+    import json
+
+    from tests.factories import ROOT
+
+    path = ROOT / "results" / "ML10" / "rl2-ppo-metaworld-2e7-seed0" / "result.json"
+    if not path.exists():
+        pytest.skip("no ML10 result in this checkout")
+    result = MetaTestResult.from_dict(json.loads(path.read_text())["metatest"])
+    episodes = [t.counted_test_episodes() for t in result.tasks]
+    assert result.metaworld_envs_per_class is not None and all(e for e in episodes)
+    classes = [t.task["env_name"] for t in result.tasks]
+    per_goal = per_goal_count(classes, episodes, result.metaworld_envs_per_class)  # type: ignore[arg-type]
+    assert per_goal == pytest.approx(result.test_episode_success_rate)
+    assert result.metaworld is not None and result.metaworld.success_rate > per_goal
