@@ -289,25 +289,30 @@ def _budget_label(steps: Any) -> str:
 def _setting_labels(settings: Sequence[tuple[Any, str, str]]) -> list[str]:
     """For settings of one ``(benchmark, algorithm)`` (from :func:`_setting`), a short label for
     each naming what differs between them: budget, the meta-test's episodes, then each
-    hyperparameter taking more than one value (``name=value``; ``name=default`` where a run did
-    not record it: an option left at its default, or added after the run at a default that keeps
-    the old behaviour)."""
+    hyperparameter taking more than one value, as ``name=value`` where the run recorded a value.
+    A run that did not record one (an option left at its default, or added after the run at a
+    default that keeps the old behaviour) does not name it: the labels stay apart, since
+    another setting names what it recorded ("defaults" where nothing is left to name)."""
     budgets = {budget for budget, _, _ in settings}
     protocols = {protocol for _, protocol, _ in settings}
     parsed = [json.loads(hyperparameters) for _, _, hyperparameters in settings]
     names = sorted({name for hyperparameters in parsed for name in hyperparameters})
-
-    def shown(hyperparameters: dict[str, Any], name: str) -> str:
-        return json.dumps(hyperparameters[name]) if name in hyperparameters else "default"
-
-    varying = [name for name in names if len({shown(h, name) for h in parsed}) > 1]
+    varying = [
+        name
+        for name in names
+        if len({json.dumps(h[name]) if name in h else None for h in parsed}) > 1
+    ]
     labels = []
     for (budget, protocol, _), hyperparameters in zip(settings, parsed, strict=True):
         parts = [_budget_label(budget)] if len(budgets) > 1 else []
         if len(protocols) > 1:
             parts.append(protocol)
-        parts += [f"{name}={shown(hyperparameters, name)}" for name in varying]
-        labels.append(", ".join(parts))
+        parts += [
+            f"{name}={json.dumps(hyperparameters[name])}"
+            for name in varying
+            if name in hyperparameters
+        ]
+        labels.append(", ".join(parts) or "defaults")
     return labels
 
 

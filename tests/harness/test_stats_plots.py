@@ -184,16 +184,30 @@ def test_runs_of_different_settings_are_not_pooled_and_their_labels_name_the_dif
         with_setting(simple_run("B", "y", 0, 5.0), 1_000, lr=0.5),
     ]
     groups = group_runs(runs)
+    # an option the 5e6 runs did not record (left at its default) is not named in their label
     assert list(groups) == [
         ("B", "x (2e7 steps, clip=false, new=3)"),
-        ("B", "x (5e6 steps, clip=true, new=default)"),
+        ("B", "x (5e6 steps, clip=true)"),
         ("B", "y"),
     ]
-    short_run = ("B", "x (5e6 steps, clip=true, new=default)")
+    short_run = ("B", "x (5e6 steps, clip=true)")
     assert [r["config"]["seed"] for r in groups[short_run]] == [0, 1]
     means = {s.algorithm: s.test_return.mean for s in summarize(runs)}
-    assert means["x (5e6 steps, clip=true, new=default)"] == pytest.approx(1.5)
+    assert means["x (5e6 steps, clip=true)"] == pytest.approx(1.5)
     assert means["x (2e7 steps, clip=false, new=3)"] == pytest.approx(10.0)
+
+
+def test_a_setting_that_left_an_option_at_its_default_does_not_name_it() -> None:
+    recorded = with_setting(simple_run("B", "x", 0, 1.0), 100, lr=0.1)
+    unrecorded = with_setting(simple_run("B", "x", 0, 2.0), 100)
+    assert set(group_runs([recorded, unrecorded])) == {("B", "x (lr=0.1)"), ("B", "x (defaults)")}
+    both = with_setting(simple_run("B", "x", 0, 3.0), 100, lr=0.1, clip=True)
+    clip_only = with_setting(simple_run("B", "x", 0, 4.0), 100, clip=True)
+    assert set(group_runs([both, clip_only, recorded])) == {
+        ("B", "x (clip=true, lr=0.1)"),
+        ("B", "x (clip=true)"),
+        ("B", "x (lr=0.1)"),
+    }
 
 
 def test_a_setting_label_names_a_different_meta_test_protocol() -> None:
