@@ -65,13 +65,18 @@ def first_to_end(sub_envs: Sequence[Sequence[CountedEpisode]], n: int) -> list[C
     return [episode for _, _, episode in ends[:n]]
 
 
-def metaworld_count(
+Round = dict[str, list[Sequence[CountedEpisode]]]
+"""One round of the race: the test episodes of the sub-envs of each class in it."""
+
+
+def rounds(
     classes: Sequence[str],
     test_episodes: Sequence[Sequence[CountedEpisode]],
     envs_per_class: int,
-) -> MetaWorldCount:
-    """Meta-World's count of the test episodes of each test task (``classes[i]`` is task
-    ``i``'s class), with ``envs_per_class`` sub-envs of a class per round."""
+) -> tuple[int, list[Round]]:
+    """The test episodes each sub-env counts (``n``, the fewest any task has) and the rounds:
+    each class's tasks (``classes[i]`` is task ``i``'s class) taken ``envs_per_class`` at a
+    time, in the order of the test tasks."""
     if len(classes) != len(test_episodes) or not classes:
         raise ValueError("one class name and one list of test episodes per test task, at least one")
     n = min(len(episodes) for episodes in test_episodes)
@@ -79,14 +84,29 @@ def metaworld_count(
     for name, episodes in zip(classes, test_episodes, strict=True):
         by_class.setdefault(name, []).append(episodes)
     n_rounds = max(-(-len(tasks) // envs_per_class) for tasks in by_class.values())
+    return n, [
+        {
+            name: tasks[r * envs_per_class : (r + 1) * envs_per_class]
+            for name, tasks in by_class.items()
+            if tasks[r * envs_per_class : (r + 1) * envs_per_class]
+        }
+        for r in range(n_rounds)
+    ]
+
+
+def metaworld_count(
+    classes: Sequence[str],
+    test_episodes: Sequence[Sequence[CountedEpisode]],
+    envs_per_class: int,
+) -> MetaWorldCount:
+    """Meta-World's count of the test episodes of each test task (``classes[i]`` is task
+    ``i``'s class), with ``envs_per_class`` sub-envs of a class per round."""
+    n, race = rounds(classes, test_episodes, envs_per_class)
     round_rates, round_returns = [], []
-    per_class: dict[str, list[float]] = {name: [] for name in by_class}
-    for r in range(n_rounds):
+    per_class: dict[str, list[float]] = {name: [] for name in dict.fromkeys(classes)}
+    for groups in race:
         rates, returns = [], []
-        for name, tasks in by_class.items():
-            group = tasks[r * envs_per_class : (r + 1) * envs_per_class]
-            if not group:
-                continue
+        for name, group in groups.items():
             counted = first_to_end(group, n)
             rates.append(float(np.mean([episode.success for episode in counted])))
             returns += [episode.ret for episode in counted]
@@ -112,22 +132,15 @@ def per_goal_count(
     episodes that succeed, up to how rounds weight the tasks. Meta-World's count is above it when
     successes end a class's race early, the usual case, and below it when a success comes late,
     after the class's places are filled."""
-    if len(classes) != len(test_episodes) or not classes:
-        raise ValueError("one class name and one list of test episodes per test task, at least one")
-    n = min(len(episodes) for episodes in test_episodes)
-    by_class: dict[str, list[Sequence[CountedEpisode]]] = {}
-    for name, episodes in zip(classes, test_episodes, strict=True):
-        by_class.setdefault(name, []).append(episodes)
-    n_rounds = max(-(-len(tasks) // envs_per_class) for tasks in by_class.values())
-    rates = []
-    for r in range(n_rounds):
-        goals = [
-            episodes
-            for tasks in by_class.values()
-            for episodes in tasks[r * envs_per_class : (r + 1) * envs_per_class]
-        ]
-        rates.append(float(np.mean([[e.success for e in g[:n]] for g in goals])))
-    return float(np.mean(rates))
+    n, race = rounds(classes, test_episodes, envs_per_class)
+    return float(
+        np.mean(
+            [
+                np.mean([[e.success for e in goal[:n]] for g in groups.values() for goal in g])
+                for groups in race
+            ]
+        )
+    )
 
 
 def task_class(task: Any) -> str:
