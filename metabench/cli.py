@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NoReturn
 
 if TYPE_CHECKING:
+    from metabench.analysis.stats import Summary
     from metabench.harness.cells import Cell
-    from metabench.harness.stats import Summary
 
 
 INTERRUPTED = "interrupted; run the same command to resume"
@@ -476,13 +476,13 @@ def write_tables(results: Path, out: Path, option: str) -> tuple[list[Path], lis
     the files written, and the summaries they show. A result file the tables cannot use is named
     in a warning (on stderr) and left out; a file of the user's in ``out`` is never replaced
     (``option`` is the command-line option that chose ``out``)."""
-    from metabench.harness.comparisons import compare
-    from metabench.harness.generated import no_results_error, write_generated
-    from metabench.harness.plots import render_plots
-    from metabench.harness.resultfile import collect_results
-    from metabench.harness.run import RunError
-    from metabench.harness.stats import summarize
-    from metabench.harness.tables import collect_failures, results_markdown, summary_csv
+    from metabench.analysis.comparisons import compare
+    from metabench.analysis.generated import no_results_error, write_generated
+    from metabench.analysis.plots import render_plots
+    from metabench.analysis.resultfile import collect_results
+    from metabench.analysis.stats import summarize
+    from metabench.analysis.tables import collect_failures, results_markdown, summary_csv
+    from metabench.errors import RunError
 
     if out.exists() and not out.is_dir():
         raise RunError(
@@ -543,10 +543,11 @@ def train_command(args: argparse.Namespace) -> None:
 
 
 def bench_command(args: argparse.Namespace) -> None:
+    from metabench.atomic import make_writable_folder
+    from metabench.errors import RunError
     from metabench.harness.executors import make_executor
     from metabench.harness.grid import plan, run_grid
     from metabench.harness.report import grid_tables, make_console
-    from metabench.harness.run import RunError, make_writable_folder
 
     console = make_console()
     cells = plan(args.benchmarks, args.algorithms, args.seeds, args.profile, args.results,
@@ -618,10 +619,10 @@ def table_command(args: argparse.Namespace) -> None:
 
 
 def plot_command(args: argparse.Namespace) -> None:
-    from metabench.harness.generated import no_results_error, write_generated
-    from metabench.harness.plots import render_plots
-    from metabench.harness.resultfile import collect_results
-    from metabench.harness.run import RunError
+    from metabench.analysis.generated import no_results_error, write_generated
+    from metabench.analysis.plots import render_plots
+    from metabench.analysis.resultfile import collect_results
+    from metabench.errors import RunError
 
     if not args.results.is_dir():
         raise ValueError(f"--results {args.results} is not a folder")
@@ -642,8 +643,8 @@ def plot_command(args: argparse.Namespace) -> None:
 
 
 def status_command(args: argparse.Namespace) -> None:
+    from metabench.errors import RunError
     from metabench.harness.report import make_console, status_table
-    from metabench.harness.run import RunError
     from metabench.harness.status import find_runs, run_status
 
     console = make_console()
@@ -708,9 +709,9 @@ def error_line(error: Exception) -> str | None:
     An error raised inside a third-party algorithm's code says the method, file and line it
     came from; then metabench's own errors, which say what to change.
     """
+    from metabench.errors import RunError
     from metabench.harness.algorithms import load_algorithms
     from metabench.harness.plugins import user_code_error
-    from metabench.harness.run import RunError
     from metabench.harness.specfiles import SpecError
 
     try:

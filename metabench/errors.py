@@ -1,4 +1,5 @@
-"""Exceptions raised by metabench, each a subclass of the built-in users already catch."""
+"""Exceptions raised by metabench: the env errors subclass the built-in users already catch;
+:class:`RunError` stops a command with a message that says what to change."""
 
 from __future__ import annotations
 
@@ -13,3 +14,7 @@ class InvalidTaskError(ValueError):
 
 class StepBeforeResetError(RuntimeError):
     """``step`` was called before ``reset``, or after an episode ended without a new ``reset``."""
+
+
+class RunError(Exception):
+    """A run cannot start or continue; the message says what to change."""

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import torch
 
 
 def numpy_global_state() -> dict[str, Any]:
@@ -39,6 +38,8 @@ def numpy_global_state() -> dict[str, Any]:
 
 def global_rng_state() -> dict[str, Any]:
     """The states of torch's, NumPy's and Python's global generators (tensors and plain values)."""
+    import torch  # here, not at the top: reading results imports this module without torch
+
     return {
         "torch": torch.get_rng_state(),
         "numpy": numpy_global_state(),
@@ -48,6 +49,8 @@ def global_rng_state() -> dict[str, Any]:
 
 def set_global_rng_state(state: dict[str, Any]) -> None:
     """Restore :func:`global_rng_state`."""
+    import torch
+
     torch.set_rng_state(state["torch"])
     numpy_state = dict(state["numpy"])
     inner = numpy_state["state"]
@@ -150,6 +153,8 @@ def isolated_global_rng(seed: int) -> Iterator[None]:
         >>> np.random.get_state()[1][:3].tolist() == before
         True
     """
+    import torch
+
     saved = global_rng_state()
     try:
         torch.manual_seed(seed)

@@ -13,7 +13,7 @@ budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update, an
 ``rl2-ppo-metaworld`` every setting of its ML10 table but the task batch and order, with short
 chunks (their own settings are for Meta-World only). The hash covers every number of
 ``result.json``'s training and meta-test sections except wall times, and their keys, as
-:func:`metabench.harness.resultfile.read_result` reads the file: in the current version's form,
+:func:`metabench.analysis.resultfile.read_result` reads the file: in the current version's form,
 so that a run written in version 1 of the meta-test result (``n_exploration_eps``) and the same
 numbers written in version 2 (``exploration_episodes``) hash the same. (Fingerprints printed
 before version 2 hashed the file as written and cannot be compared with these.)
@@ -48,7 +48,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from metabench.harness.resultfile import read_result
+from metabench.analysis.resultfile import read_result
 
 ALGORITHMS = {
     "nop": [],

@@ -35,7 +35,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from metabench.harness.atomic import atomic_write_bytes
+from metabench.atomic import atomic_write_bytes
 
 RUN = "metaworld_algorithms/run.py"
 BASE = "metaworld_algorithms/rl/algorithms/base.py"

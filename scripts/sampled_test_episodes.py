@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from metabench.errors import RunError
 from metabench.harness.loading import load_run, set_test_actions
-from metabench.harness.run import RunError
 
 
 def main() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import metabench  # noqa: F401 - registers the metabench/* ids
-from metabench.harness.atomic import atomic_write_json
+from metabench.atomic import atomic_write_json
 from metabench.harness.timing import RATIO_TOLERANCE, ratio_regressions
 
 _SAVED: dict[str, float] = {}

@@ -10,14 +10,9 @@ import pytest
 import torch
 
 from metabench.cli import main
+from metabench.errors import RunError
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.run import (
-    CHECKPOINT_FORMAT,
-    RunDirectory,
-    RunError,
-    RunSettings,
-    make_evaluator,
-)
+from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunSettings, make_evaluator
 from metabench.harness.training import train
 from tests.factories import TINY, build_tiny, policy_parameters
 

@@ -148,7 +148,7 @@ def test_main_runs_the_handler_of_the_command_and_turns_its_errors_into_exit_cod
     monkeypatch, capsys
 ):
     from metabench.cli import COMMANDS, INTERRUPTED
-    from metabench.harness.run import RunError
+    from metabench.errors import RunError
 
     seen = []
 

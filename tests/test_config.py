@@ -12,11 +12,11 @@ from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.nop import NOPConfig
 from metabench.algos.reference import ReferenceConfig
 from metabench.algos.rl2.rl2_ppo import RL2PPOConfig
+from metabench.analysis.resultfile import read_result
 from metabench.cli import hyperparameter, main
 from metabench.evaluation import MetaTestResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.resultfile import read_result
 from metabench.harness.run import RunDirectory, RunSettings, build_algorithm, resolve
 from metabench.validation import ConfigError, Layer, config_fields, resolve_config
 from tests.factories import ROOT

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from metabench.analysis.resultfile import collect_results
+from metabench.analysis.stats import summarize
 from metabench.cli import main
-from metabench.harness.resultfile import collect_results
-from metabench.harness.stats import summarize
 from tests.factories import ROOT
 
 MAKEFILE = ROOT / "Makefile"

@@ -11,7 +11,16 @@
 - :mod:`~metabench.evaluation.metaworld_count`: Meta-World's own count of the same episodes;
 - :mod:`~metabench.evaluation.metaworld_adapter`: any algorithm under Meta-World's own
   evaluator (:class:`~metabench.evaluation.metaworld_adapter.MetaWorldAgent`).
+
+The runners (which import torch, through the algorithms) are imported the first time one of their
+names is used, so that reading results (:mod:`~metabench.evaluation.results`, used by
+:mod:`metabench.analysis`) loads without torch.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from metabench.evaluation.results import (
     RESULT_FORMAT,
@@ -23,7 +32,28 @@ from metabench.evaluation.results import (
     task_to_json,
     upgrade_record,
 )
-from metabench.evaluation.sequential import GARAGE_PROTOCOL, METAWORLD_PROTOCOL, MetaEvaluator
+
+if TYPE_CHECKING:
+    from metabench.evaluation.sequential import (
+        GARAGE_PROTOCOL,
+        METAWORLD_PROTOCOL,
+        MetaEvaluator,
+    )
+
+_ON_FIRST_USE = {
+    "GARAGE_PROTOCOL": "metabench.evaluation.sequential",
+    "METAWORLD_PROTOCOL": "metabench.evaluation.sequential",
+    "MetaEvaluator": "metabench.evaluation.sequential",
+}
+"""The names whose module is imported on first use, and that module."""
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module of a name of :data:`_ON_FIRST_USE` when the name is first asked for."""
+    if name in _ON_FIRST_USE:
+        return getattr(importlib.import_module(_ON_FIRST_USE[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "GARAGE_PROTOCOL",

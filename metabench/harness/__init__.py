@@ -1,1 +1,2 @@
-"""Runs, result files and the pieces that make them trustworthy: atomic writes, provenance."""
+"""Runs and grids, and the pieces that make them trustworthy: checkpoints, provenance, status; the
+result files they write are read by :mod:`metabench.analysis`."""

@@ -35,11 +35,11 @@ import torch
 
 from metabench._version import __version__
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.analysis.formatting import format_duration
+from metabench.atomic import atomic_write_json
 from metabench.harness.algorithms import get_algorithm
-from metabench.harness.atomic import atomic_write_json
 from metabench.harness.cells import Cell
 from metabench.harness.costs import CellCost, CellTimes, cell_cost, fit_metatest
-from metabench.harness.formatting import format_duration
 from metabench.harness.provenance import cpu_model, git_revision
 from metabench.harness.run import RunPlan, RunSettings, build_algorithm, plan_run
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from metabench.harness.atomic import atomic_write_json
+from metabench.atomic import atomic_write_json
 from metabench.harness.schedule import MetaTestSchedule
 
 PLAN_FILE = ".metabench-grid.json"

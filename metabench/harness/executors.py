@@ -20,9 +20,9 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Protocol
 
-from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
+from metabench.atomic import atomic_write_bytes, atomic_write_json
+from metabench.errors import RunError
 from metabench.harness.cells import Cell, run_cell
-from metabench.harness.run import RunError
 
 EXECUTORS = ("local", "ray")
 

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from metabench.analysis.generated import check_generated
+from metabench.atomic import atomic_write_json
 from metabench.harness.algorithms import get_algorithm
-from metabench.harness.atomic import atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.cells import PLAN_FILE, Cell, run_cell  # noqa: F401 - run_cell re-exported
-from metabench.harness.generated import check_generated
 from metabench.harness.run import RunDirectory
 from metabench.harness.schedule import MetaTestSchedule
 

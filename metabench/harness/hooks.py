@@ -19,15 +19,15 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from torch.utils.tensorboard import SummaryWriter
 
+from metabench.analysis.formatting import format_duration
+from metabench.analysis.stats import metatrain_return
+from metabench.atomic import atomic_write_json
 from metabench.evaluation import MetaTestResult
 from metabench.harness.algorithms import get_algorithm
-from metabench.harness.atomic import atomic_write_json
-from metabench.harness.formatting import format_duration
 from metabench.harness.interrupt import stop_at_iteration_end
 from metabench.harness.provenance import provenance
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
 from metabench.harness.schedule import MetaTestSchedule
-from metabench.harness.stats import metatrain_return
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 from metabench.rng import EVALUATION
 

@@ -17,11 +17,11 @@ from typing import Any, Literal
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.devices import DeviceError, resolve_device
+from metabench.errors import RunError
 from metabench.evaluation import MetaEvaluator, task_from_json
 from metabench.harness.benchmarks import BenchmarkSpec, first_of_each_class
 from metabench.harness.run import (
     RunDirectory,
-    RunError,
     RunPlan,
     benchmark_for,
     build_algorithm,

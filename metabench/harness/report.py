@@ -10,11 +10,11 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from metabench.analysis.formatting import format_duration, format_number, format_steps
+from metabench.analysis.stats import Interval, Summary
 from metabench.evaluation import MetaTestResult
 from metabench.harness.cells import Cell
 from metabench.harness.costs import CellCost, CellTimes
-from metabench.harness.formatting import format_duration, format_number, format_steps
-from metabench.harness.stats import Interval, Summary
 from metabench.harness.status import RunStatus
 
 
@@ -79,7 +79,7 @@ GRID_TABLE_CAPTION = (
 
 def grid_tables(summaries: Sequence[Summary], title: str) -> list[Table]:
     """One table per benchmark: pre- and post-adaptation return and the gain per algorithm, the
-    last two with Student's t interval over seeds (:func:`~metabench.harness.stats.t_interval`;
+    last two with Student's t interval over seeds (:func:`~metabench.analysis.stats.t_interval`;
     success too where the benchmark has it), best post-adaptation return first, beside each
     algorithm's budget and wall time."""
     tables = []

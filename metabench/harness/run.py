@@ -41,10 +41,12 @@ from typing import Any
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.analysis.resultfile import CorruptResultError, read_result
+from metabench.atomic import atomic_write_bytes, atomic_write_json, make_writable_folder
 from metabench.devices import resolve_device
+from metabench.errors import RunError
 from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json, upgrade_record
 from metabench.harness.algorithms import get_algorithm, load_algorithms
-from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.provenance import (
     algorithm_record,
@@ -53,7 +55,6 @@ from metabench.harness.provenance import (
     portable_path,
     work_tree_root,
 )
-from metabench.harness.resultfile import CorruptResultError, read_result
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.memory import retain_freed_memory
 from metabench.tasks.base import Task
@@ -77,24 +78,6 @@ CONFIG_REQUIRED = ("benchmark", "algorithm", "hyperparameters", "seed")
 NEW_RUN_FILES = frozenset({"evaluations", "tensorboard", ".lock", "train.log", "error.json"})
 """What a run directory may hold before its ``config.json``: the folders :meth:`RunDirectory.create`
 makes, its lock, and a grid cell's log and error record (written before its run starts)."""
-
-
-class RunError(Exception):
-    """A run cannot start or continue; the message says what to change."""
-
-
-def make_writable_folder(path: Path, option: str) -> None:
-    """Create ``path`` and check a file can be written in it, or raise :class:`RunError` naming
-    the command-line ``option`` to change."""
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        probe = path / ".write-probe"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as error:
-        raise RunError(
-            f"cannot write to {path} ({error.strerror}): choose a writable {option}"
-        ) from None
 
 
 @dataclass

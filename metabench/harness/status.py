@@ -15,11 +15,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from metabench.analysis.resultfile import CorruptResultError, read_result
+from metabench.analysis.stats import episode_success_rate
+from metabench.analysis.tables import ERROR_FILE
+from metabench.errors import RunError
 from metabench.harness.cells import PLAN_FILE
-from metabench.harness.resultfile import CorruptResultError, read_result
-from metabench.harness.run import RunDirectory, RunError
-from metabench.harness.stats import episode_success_rate
-from metabench.harness.tables import ERROR_FILE
+from metabench.harness.run import RunDirectory
 
 
 @dataclass(frozen=True)

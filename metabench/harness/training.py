@@ -10,14 +10,17 @@ from typing import Any, Literal
 from rich.console import Console
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.evaluation import MetaTestResult
-from metabench.harness.algorithms import get_algorithm
-from metabench.harness.atomic import (
+from metabench.analysis.resultfile import make_result, write_result
+from metabench.atomic import (
     atomic_write_json,
     claim_new_file,
     json_text,
+    make_writable_folder,
     remove_temporaries,
 )
+from metabench.errors import RunError
+from metabench.evaluation import MetaTestResult
+from metabench.harness.algorithms import get_algorithm
 from metabench.harness.hooks import (
     Checkpoints,
     NonFiniteWarning,
@@ -34,16 +37,7 @@ from metabench.harness.provenance import (
     provenance_differences,
 )
 from metabench.harness.report import make_console, metatest_table
-from metabench.harness.resultfile import make_result, write_result
-from metabench.harness.run import (
-    RunError,
-    RunPlan,
-    RunSettings,
-    build_algorithm,
-    make_writable_folder,
-    metatest_protocol,
-    plan_run,
-)
+from metabench.harness.run import RunPlan, RunSettings, build_algorithm, metatest_protocol, plan_run
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 
 

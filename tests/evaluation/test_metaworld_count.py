@@ -104,8 +104,8 @@ def test_meta_test_result_records_metaworld_count_only_with_its_setting():
 
 
 def test_tables_show_metaworlds_count_beside_the_episode_rate_where_it_is_recorded():
-    from metabench.harness.stats import summarize
-    from metabench.harness.tables import summary_csv, summary_markdown
+    from metabench.analysis.stats import summarize
+    from metabench.analysis.tables import summary_csv, summary_markdown
 
     def result(benchmark: str, seed: int, counted: float | None) -> dict:
         aggregate = {

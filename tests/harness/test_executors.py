@@ -18,6 +18,7 @@ from dataclasses import replace
 
 import pytest
 
+from metabench.errors import RunError
 from metabench.harness import executors
 from metabench.harness.executors import (
     LocalExecutor,
@@ -27,7 +28,6 @@ from metabench.harness.executors import (
     write_back,
 )
 from metabench.harness.grid import Cell, plan
-from metabench.harness.run import RunError
 
 
 def test_local_runs_cells_and_reports_failures(tmp_path):

@@ -126,7 +126,8 @@ def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
 
 
 def test_a_run_directory_from_before_cpus_was_recorded_is_the_same_run(tmp_path):
-    from metabench.harness.run import RunDirectory, RunError
+    from metabench.errors import RunError
+    from metabench.harness.run import RunDirectory
 
     settings = RunSettings("Bandit", "nop", 0, 1, tmp_path, cpus=1)
     _, config = resolve(settings)

@@ -7,11 +7,11 @@ from collections.abc import Iterator, Sequence
 import pytest
 from rich.console import Console
 
+from metabench.analysis.generated import write_generated
 from metabench.cli import main
+from metabench.errors import RunError
 from metabench.harness.cells import Cell
-from metabench.harness.generated import write_generated
 from metabench.harness.grid import plan, run_grid
-from metabench.harness.run import RunError
 from metabench.harness.status import RunStatus, find_runs, run_status
 
 

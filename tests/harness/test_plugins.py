@@ -21,8 +21,9 @@ import pytest
 import torch
 
 from metabench.cli import main
+from metabench.errors import RunError
 from metabench.harness.algorithms import clear_spec_caches, get_algorithm
-from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory, RunError
+from metabench.harness.run import CHECKPOINT_FORMAT, RunDirectory
 from metabench.harness.specfiles import SpecError, tomllib
 from tests.factories import ROOT
 

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 import torch
 
+from metabench.analysis.formatting import format_steps
 from metabench.cli import main
-from metabench.harness.formatting import format_steps
+from metabench.errors import RunError
 from metabench.harness.hooks import StopOnInterrupt
 from metabench.harness.report import status_table
-from metabench.harness.run import RunDirectory, RunError, RunSettings
+from metabench.harness.run import RunDirectory, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.status import find_runs, run_status
 from metabench.harness.training import train

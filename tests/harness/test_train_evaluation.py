@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 
+from metabench.analysis.tables import per_task_success_markdown
 from metabench.cli import main
 from metabench.evaluation import task_from_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.tables import per_task_success_markdown
 from metabench.tasks.metaworld import MetaWorldTaskSampler
 
 pytestmark = pytest.mark.metaworld

@@ -12,14 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 
+from metabench.analysis.periodic import periodic_metatests
+from metabench.analysis.resultfile import collect_results, read_result
+from metabench.atomic import atomic_write_bytes, atomic_write_json
 from metabench.cli import main
+from metabench.errors import RunError
 from metabench.evaluation import ResultVersionError, task_to_json
-from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.periodic import periodic_metatests
 from metabench.harness.report import status_table
-from metabench.harness.resultfile import collect_results, read_result
-from metabench.harness.run import RunDirectory, RunError, RunSettings
+from metabench.harness.run import RunDirectory, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.status import run_status
 from metabench.harness.training import evaluate, train

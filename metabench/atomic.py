@@ -1,4 +1,5 @@
-"""Write files so that a reader (or a resumed run) never sees a half-written one."""
+"""Write files so that a reader (or a resumed run) never sees a half-written one, into folders
+checked writable before any work that would be lost."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from metabench.errors import RunError
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
@@ -79,3 +82,17 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def make_writable_folder(path: Path, option: str) -> None:
+    """Create ``path`` and check a file can be written in it, or raise :class:`RunError` naming
+    the command-line ``option`` to change."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".write-probe"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise RunError(
+            f"cannot write to {path} ({error.strerror}): choose a writable {option}"
+        ) from None

@@ -15,8 +15,8 @@ from types import MappingProxyType
 
 import numpy as np
 
-from metabench.harness.formatting import format_interval, format_number
-from metabench.harness.stats import (
+from metabench.analysis.formatting import format_interval, format_number
+from metabench.analysis.stats import (
     Interval,
     Result,
     ResultLike,
@@ -60,7 +60,7 @@ SUCCESS_LABEL = (
 """What the score is on a benchmark whose runs all report success."""
 RAW_RETURN_LABEL = (
     "post-adaptation return as it is, not normalised (this benchmark has no fixed 0 and 1 in "
-    "metabench.harness.comparisons.RETURN_SCALES)"
+    "metabench.analysis.comparisons.RETURN_SCALES)"
 )
 """What the score is on a benchmark without success and without a :data:`RETURN_SCALES` entry."""
 NORMALISED_LABEL = "post-adaptation return normalised so that"

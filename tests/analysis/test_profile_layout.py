@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 from matplotlib.figure import Figure
 
-from metabench.harness import plots
+from metabench.analysis import plots
 from tests.factories import make_result
 
 

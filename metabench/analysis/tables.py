@@ -13,12 +13,12 @@ from typing import Any
 
 import numpy as np
 
-from metabench.harness.comparisons import Comparison, comparison_markdown
-from metabench.harness.formatting import format_duration, format_interval, format_number
-from metabench.harness.periodic import best_during_training, best_during_training_markdown
-from metabench.harness.references import references_for
-from metabench.harness.resultfile import RESULT_FILE
-from metabench.harness.stats import (
+from metabench.analysis.comparisons import Comparison, comparison_markdown
+from metabench.analysis.formatting import format_duration, format_interval, format_number
+from metabench.analysis.periodic import best_during_training, best_during_training_markdown
+from metabench.analysis.references import references_for
+from metabench.analysis.resultfile import RESULT_FILE
+from metabench.analysis.stats import (
     MIN_SEEDS_FOR_IQM,
     Interval,
     ResultLike,
@@ -55,9 +55,9 @@ def results_markdown(
     comparisons: Sequence[Comparison] = (),
 ) -> str:
     """A Markdown page of the ``runs`` below ``root`` (from
-    :func:`~metabench.harness.resultfile.collect_results`) and their ``summaries``: each run's best
+    :func:`~metabench.analysis.resultfile.collect_results`) and their ``summaries``: each run's best
     meta-test during training (where it made periodic ones), the ``comparisons`` between
-    algorithms (from :func:`~metabench.harness.comparisons.compare`), the ``figures`` (image paths
+    algorithms (from :func:`~metabench.analysis.comparisons.compare`), the ``figures`` (image paths
     relative to the page), one row per run, the ``failures`` (from :func:`collect_failures`), then
     the published settings and numbers."""
     lines = [
@@ -165,9 +165,9 @@ def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> 
     """Markdown: one table per benchmark, one row per algorithm.
 
     Numbers are ``mean [low, high]`` with Student's t interval over seeds
-    (:func:`~metabench.harness.stats.t_interval`; ``confidence`` is only the label, use the one
-    given to :func:`~metabench.harness.stats.summarize`); a single seed shows the mean alone.
-    IQM columns show "—" with fewer than :data:`~metabench.harness.stats.MIN_SEEDS_FOR_IQM`
+    (:func:`~metabench.analysis.stats.t_interval`; ``confidence`` is only the label, use the one
+    given to :func:`~metabench.analysis.stats.summarize`); a single seed shows the mean alone.
+    IQM columns show "—" with fewer than :data:`~metabench.analysis.stats.MIN_SEEDS_FOR_IQM`
     seeds.
     """
     if not summaries:
@@ -267,7 +267,7 @@ def summary_csv(summaries: Sequence[Summary]) -> str:
     """CSV with :data:`CSV_COLUMNS`, one row per summary (sorted by benchmark, algorithm).
 
     Numbers are written at full precision; ``*_low`` and ``*_high`` are the bounds of Student's t
-    interval over seeds (:func:`~metabench.harness.stats.t_interval`). A missing number (no
+    interval over seeds (:func:`~metabench.analysis.stats.t_interval`). A missing number (no
     interval from one seed, no success reported, IQM with too few seeds) is an empty cell.
     ``seeds`` is space-separated.
     """

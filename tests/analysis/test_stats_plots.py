@@ -18,8 +18,8 @@ from matplotlib.image import imread
 from rich.console import Console
 from scipy import stats
 
-from metabench.harness import plots
-from metabench.harness.comparisons import (
+from metabench.analysis import plots
+from metabench.analysis.comparisons import (
     benchmark_scores,
     compare,
     comparison_markdown,
@@ -27,9 +27,8 @@ from metabench.harness.comparisons import (
     performance_profile,
     probability_of_improvement,
 )
-from metabench.harness.periodic import periodic_metatests
-from metabench.harness.report import grid_tables
-from metabench.harness.stats import (
+from metabench.analysis.periodic import periodic_metatests
+from metabench.analysis.stats import (
     MIN_SEEDS_FOR_IQM,
     group_runs,
     iqm,
@@ -37,7 +36,8 @@ from metabench.harness.stats import (
     summarize,
     t_interval,
 )
-from metabench.harness.tables import per_task_success_markdown, summary_csv, summary_markdown
+from metabench.analysis.tables import per_task_success_markdown, summary_csv, summary_markdown
+from metabench.harness.report import grid_tables
 from tests.factories import make_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

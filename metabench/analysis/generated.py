@@ -19,15 +19,15 @@ import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from metabench.evaluation import ResultVersionError
-from metabench.harness.atomic import atomic_write_bytes, atomic_write_json
-from metabench.harness.resultfile import (
+from metabench.analysis.resultfile import (
     RESULT_FILE,
     CorruptResultError,
     read_result,
     table_problem,
 )
-from metabench.harness.run import RunError, make_writable_folder
+from metabench.atomic import atomic_write_bytes, atomic_write_json, make_writable_folder
+from metabench.errors import RunError
+from metabench.evaluation.results import ResultVersionError
 
 MANIFEST = ".metabench-generated.json"
 

@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metabench.harness.periodic import (
+from metabench.analysis.periodic import (
     best_during_training,
     best_during_training_markdown,
     periodic_metatests,
 )
-from metabench.harness.tables import results_markdown
+from metabench.analysis.tables import results_markdown
 from tests.factories import make_result
 
 EPISODES = 4

@@ -1,6 +1,6 @@
 """Statistics over seeds: confidence intervals, interquartile means and the summary of each
-algorithm's runs (the comparisons between algorithms are in :mod:`metabench.harness.comparisons`,
-the tables built from both in :mod:`metabench.harness.tables`).
+algorithm's runs (the comparisons between algorithms are in :mod:`metabench.analysis.comparisons`,
+the tables built from both in :mod:`metabench.analysis.tables`).
 
 The unit of the statistics is the **seed** (one independent training run). Each run contributes
 one number per metric, its own aggregate over the test tasks (``metatest.aggregate``); episodes
@@ -11,8 +11,8 @@ percentile bootstrap over the 2 to 10 seeds metabench runs covers far less than 
 
 Typical use::
 
-    from metabench.harness.resultfile import collect_results
-    from metabench.harness.tables import summary_markdown
+    from metabench.analysis.resultfile import collect_results
+    from metabench.analysis.tables import summary_markdown
     summaries = summarize(collect_results(Path("results")))
     print(summary_markdown(summaries))
 """
@@ -30,7 +30,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from metabench.harness.formatting import format_steps
+from metabench.analysis.formatting import format_steps
 
 __all__ = [
     "METATRAIN_RETURN_KEYS",
@@ -62,11 +62,11 @@ RATE_BOUNDS = (0.0, 1.0)
 """The range of a success rate: :func:`t_interval` clips a rate's interval to it."""
 
 Result = Mapping[str, Any]
-"""A result file as :func:`~metabench.harness.resultfile.read_result` reads it: in the current
+"""A result file as :func:`~metabench.analysis.resultfile.read_result` reads it: in the current
 version's form (``metatest.exploration_episodes``), whatever version the file was written in."""
 ResultLike = Result | tuple[Path, Result]
 """A result dict, or a ``(path, result)`` pair as
-:func:`~metabench.harness.resultfile.collect_results` returns them."""
+:func:`~metabench.analysis.resultfile.collect_results` returns them."""
 
 
 class Interval(NamedTuple):

@@ -16,10 +16,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from metabench.evaluation import ResultVersionError, upgrade_record
-from metabench.harness.formatting import format_interval, format_number, format_steps
-from metabench.harness.references import load_references
-from metabench.harness.stats import (
+from metabench.analysis.formatting import format_interval, format_number, format_steps
+from metabench.analysis.references import load_references
+from metabench.analysis.stats import (
     RATE_BOUNDS,
     Interval,
     Result,
@@ -27,6 +26,7 @@ from metabench.harness.stats import (
     group_runs,
     t_interval,
 )
+from metabench.evaluation.results import ResultVersionError, upgrade_record
 
 PUBLISHED_SUCCESS_METRIC = "meta-test success rate"
 """The metric of the published numbers that a run's meta-test success is set beside."""
@@ -57,7 +57,7 @@ class BestDuringTraining:
 
     benchmark: str
     algorithm: str
-    """Named as in the summary tables (:func:`~metabench.harness.stats.group_runs`)."""
+    """Named as in the summary tables (:func:`~metabench.analysis.stats.group_runs`)."""
     seeds: tuple[int, ...]
     n_metatests: tuple[int, ...]
     """Per seed, how many periodic meta-tests the best is taken over."""

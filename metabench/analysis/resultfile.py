@@ -33,8 +33,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from metabench.evaluation import ResultVersionError, upgrade_record
-from metabench.harness.atomic import atomic_write_json
+from metabench.atomic import atomic_write_json
+from metabench.evaluation.results import ResultVersionError, upgrade_record
 
 RESULT_FILE = "result.json"
 

@@ -30,7 +30,7 @@ def format_steps(steps: float) -> str:
 
 def format_interval(interval: tuple[float, float, float] | None, digits: int) -> str:
     """``mean [low, high]`` with ``digits`` decimals, from a ``(mean, low, high)`` such as
-    :class:`~metabench.harness.stats.Interval`; the mean alone without an interval (one seed),
+    :class:`~metabench.analysis.stats.Interval`; the mean alone without an interval (one seed),
     ``n/a`` when missing."""
     if interval is None or not math.isfinite(interval[0]):
         return "n/a"

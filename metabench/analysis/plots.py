@@ -23,15 +23,15 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from metabench.harness.comparisons import (
+from metabench.analysis.comparisons import (
     COMPARISON_RESAMPLES,
     benchmark_scores,
     improvement_interval,
     performance_profile,
 )
-from metabench.harness.periodic import PUBLISHED_SUCCESS_METRIC, periodic_metatests
-from metabench.harness.references import load_references
-from metabench.harness.stats import (
+from metabench.analysis.periodic import PUBLISHED_SUCCESS_METRIC, periodic_metatests
+from metabench.analysis.references import load_references
+from metabench.analysis.stats import (
     Result,
     ResultLike,
     episode_success_rate,
@@ -428,7 +428,7 @@ def profile_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     performance profile of each algorithm (the fraction of its runs whose score is above a
     threshold, against the threshold) with a 95% percentile bootstrap band resampling each
     algorithm's runs (rliable's stratified bootstrap). The score is
-    :func:`~metabench.harness.comparisons.benchmark_scores`' (success, or the return on the
+    :func:`~metabench.analysis.comparisons.benchmark_scores`' (success, or the return on the
     benchmark's fixed scale), named in the title. Sorted by benchmark."""
     plots = {}
     for benchmark, groups in _by_benchmark(results).items():
@@ -502,7 +502,7 @@ def render_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     """Every plot of ``results`` by file name: the adaptation curves, the return-by-task plots,
     the performance profiles, the probabilities of improvement, then the learning curves of
     results given with their paths (write them with
-    :func:`metabench.harness.generated.write_generated`)."""
+    :func:`metabench.analysis.generated.write_generated`)."""
     results = list(results)
     with_paths = [item for item in results if isinstance(item, tuple)]
     return {

@@ -2,7 +2,7 @@
 
 import sys
 
-from metabench.harness.references import load_references, references_for
+from metabench.analysis.references import load_references, references_for
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -26,7 +26,7 @@ def test_a_halfcheetahvel_page_lists_only_halfcheetahvels_published_settings():
 
 
 def test_a_results_page_lists_the_published_settings_of_its_benchmarks_only(tmp_path):
-    from metabench.harness.tables import results_markdown
+    from metabench.analysis.tables import results_markdown
     from tests.factories import make_result
 
     def page(*benchmarks: str) -> str:

@@ -12,17 +12,17 @@ import pytest
 from rich.console import Console
 from scipy import stats
 
-from metabench.harness.benchmarks import get_benchmark
-from metabench.harness.comparisons import (
+from metabench.analysis.comparisons import (
     RAW_RETURN_LABEL,
     RETURN_SCALES,
     benchmark_scores,
     compare,
     comparison_markdown,
 )
+from metabench.analysis.stats import RATE_BOUNDS, summarize, t_interval
+from metabench.analysis.tables import summary_markdown
+from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.report import grid_tables
-from metabench.harness.stats import RATE_BOUNDS, summarize, t_interval
-from metabench.harness.tables import summary_markdown
 from tests.factories import make_result
 
 # -- coverage of the interval over seeds ---------------------------------------------------------
