@@ -449,3 +449,11 @@ def test_the_toys_default_budgets_take_minutes_not_days(toy, tmp_path):
             assert cell_cost(measured, steps, []).train_s <= 15 * 60
     assert {"nop", "rl2-ppo", "multitask"} <= set(ran)
     assert toy == "Bandit" or "pearl" in ran
+
+
+def test_no_shipped_description_repeats_its_algorithms_name():
+    """``metabench list`` prints ``name: description``: a description that starts with the name
+    printed it twice ("multitask: multitask: ...")."""
+    for name, entry in load_algorithms().items():
+        first = entry.description.split(":")[0].strip().lower()
+        assert first != name.lower(), (name, entry.description)
