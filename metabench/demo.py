@@ -124,7 +124,7 @@ def run_demo(
             "HalfCheetahVel", None, n_tasks, episodes_per_trial, seed, progress, {}
         )
         if metaworld:
-            from metabench.tasks.metaworld import MetaWorldTaskSampler
+            from metabench.tasks.metaworld.envs import MetaWorldTaskSampler
 
             console.print("Building Meta-World ML10 (about 10 s, once per process)...")
             sampler = MetaWorldTaskSampler("ML10", split="test", seed=seed)

@@ -16,37 +16,11 @@ import gymnasium as gym
 from gymnasium.envs.registration import load_env_creator
 
 from metabench.tasks.base import TaskSampler, check_keywords
+from metabench.tasks.family import task_envs
 from metabench.validation import check_count
 from metabench.wrappers import RL2Env, Trial
 
 NAMESPACE = "metabench"
-
-TASK_ENTRY_POINTS: dict[str, str] = {
-    "HalfCheetahVel": "metabench.tasks.halfcheetah:HalfCheetahVelEnv",
-    "HalfCheetahDir": "metabench.tasks.halfcheetah:HalfCheetahDirEnv",
-    "ML1": "metabench.tasks.metaworld:ML1Env",
-    "ML10": "metabench.tasks.metaworld:ML10Env",
-    "ML45": "metabench.tasks.metaworld:ML45Env",
-    "PointGoal": "metabench.tasks.toy:PointGoalEnv",
-    "Bandit": "metabench.tasks.toy:BanditEnv",
-}
-"""Task env name -> entry point."""
-
-RL2_DEFAULTS: dict[str, dict[str, Any]] = {
-    # garage's RL2-PPO HalfCheetahVel example: 4 episodes per trial.
-    "HalfCheetahVel": {"episodes_per_trial": 4, "reward_scale": 1.0},
-    "HalfCheetahDir": {"episodes_per_trial": 4, "reward_scale": 1.0},
-    # Meta-World protocol: 10 adaptation episodes; its RNN wrapper scales rewards by 1/10.
-    "ML1": {"episodes_per_trial": 10, "reward_scale": 0.1},
-    "ML10": {"episodes_per_trial": 10, "reward_scale": 0.1},
-    "ML45": {"episodes_per_trial": 10, "reward_scale": 0.1},
-    "PointGoal": {"episodes_per_trial": 2, "reward_scale": 1.0},
-    "Bandit": {"episodes_per_trial": 3, "reward_scale": 1.0},
-}
-"""Default ``episodes_per_trial`` and ``reward_scale`` of each RL2 id: the benchmark's trial length
-(``envs/*.toml``) and RL2-PPO's reward scale there, written here because registration sits below
-the spec files' reader (``tests/test_registration.py`` checks that they agree)."""
-
 
 RL2_KEYWORDS = ("episodes_per_trial", "reward_scale", "sampler")
 """The keyword arguments of an RL2 id besides its task env's (``task_entry_point`` is the id's
@@ -95,26 +69,26 @@ def make_rl2_vector_env(num_envs: int, **kwargs: Any) -> gym.vector.SyncVectorEn
 
 
 def register_envs() -> None:
-    """Register ``metabench/<Task>-v0`` and ``metabench/RL2-<Task>-v0`` (idempotent)."""
-    for name, entry_point in TASK_ENTRY_POINTS.items():
+    """Register ``metabench/<Task>-v0`` and ``metabench/RL2-<Task>-v0`` for every task env of
+    every family (:func:`~metabench.tasks.family.task_families`; idempotent)."""
+    for name, declaration in task_envs().items():
         task_id = f"{NAMESPACE}/{name}-v0"
         if task_id in gym.registry:
             continue
         gym.register(
             id=task_id,
-            entry_point=entry_point,
-            # HalfCheetah steps many envs as one (make_vec's default for these ids).
-            vector_entry_point=(
-                f"metabench.vector.halfcheetah:{name}VectorEnv"
-                if name.startswith("HalfCheetah")
-                else None
-            ),
+            entry_point=declaration.entry_point,
+            vector_entry_point=declaration.vector_entry_point,
             order_enforce=False,
         )
         gym.register(
             id=f"{NAMESPACE}/RL2-{name}-v0",
             entry_point="metabench.registration:make_rl2_env",
             vector_entry_point="metabench.registration:make_rl2_vector_env",
-            kwargs={"task_entry_point": entry_point, **RL2_DEFAULTS[name]},
+            kwargs={
+                "task_entry_point": declaration.entry_point,
+                "episodes_per_trial": declaration.episodes_per_trial,
+                "reward_scale": declaration.reward_scale,
+            },
             order_enforce=False,
         )

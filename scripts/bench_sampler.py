@@ -39,8 +39,8 @@ import torch
 from mujoco import rollout
 
 from metabench.harness.timing import best_times
-from metabench.tasks.halfcheetah import HalfCheetahVelEnv
-from metabench.vector.halfcheetah import HalfCheetahVelVectorEnv, PhysicsBackend
+from metabench.tasks.halfcheetah.envs import HalfCheetahVelEnv
+from metabench.tasks.halfcheetah.vector import HalfCheetahVelVectorEnv, PhysicsBackend
 
 FRAME_SKIP = 5
 RAW = "raw rollout, nstep=5 per step"

@@ -352,7 +352,7 @@ def env_only_rate(processes: int, steps: int = 5_000, lean: bool = False) -> flo
 def _env_only_worker(args: tuple[int, int, bool]) -> float:
     steps, seed, lean = args
     torch.set_num_threads(1)
-    from metabench.tasks.metaworld import MetaWorldTaskSampler, ML10Env
+    from metabench.tasks.metaworld.envs import MetaWorldTaskSampler, ML10Env
 
     env = ML10Env(split="train", lean=lean)
     sampler = MetaWorldTaskSampler(BENCHMARK)

@@ -1,5 +1,9 @@
 """Every registered id makes, passes Gymnasium's checker and vectorises."""
 
+import json
+import subprocess
+import sys
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -8,7 +12,7 @@ from gymnasium.utils.env_checker import check_env
 import metabench
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
-from metabench.registration import RL2_DEFAULTS, TASK_ENTRY_POINTS
+from metabench.tasks.family import task_envs
 from metabench.wrappers import RL2Env, Trial
 
 FAST = ["HalfCheetahVel", "HalfCheetahDir", "PointGoal"]
@@ -16,7 +20,7 @@ META_WORLD = {"ML1": {"env_name": "reach-v3"}, "ML10": {}, "ML45": {}}
 
 
 def test_all_ids_registered():
-    for name in TASK_ENTRY_POINTS:
+    for name in task_envs():
         assert f"metabench/{name}-v0" in gym.registry
         assert f"metabench/RL2-{name}-v0" in gym.registry
     for entry in gym.registry.values():
@@ -49,12 +53,14 @@ def test_rl2_id_kwargs_reach_wrappers_and_task_env():
     assert ends.index(True) == 14
 
 
-@pytest.mark.parametrize("name", sorted(RL2_DEFAULTS))
+@pytest.mark.parametrize("name", sorted(task_envs()))
 def test_rl2_id_defaults_are_the_benchmarks_and_rl2_ppos(name):
     """An RL2 id's trial length is its benchmark's, and its reward scale RL2-PPO's there."""
     spec = get_benchmark("ML1-reach" if name == "ML1" else name)
     entry = get_algorithm("rl2-ppo")
-    assert RL2_DEFAULTS[name] == {
+    declared = task_envs()[name]
+    assert gym.spec(f"metabench/RL2-{name}-v0").kwargs == {
+        "task_entry_point": declared.entry_point,
         "episodes_per_trial": spec.episodes_per_trial,
         "reward_scale": entry.hyperparameters(spec, {})["reward_scale"],
     }
@@ -101,3 +107,19 @@ def test_make_vec_of_an_rl2_id_steps_as_gymnasiums_sync_mode():
         np.testing.assert_equal(ours.step(action), sync.step(action))  # infos included
     ours.close()
     sync.close()
+
+
+def test_registering_every_family_imports_none_of_their_envs():
+    """``import metabench`` registers every family's ids from their declarations alone: neither
+    MuJoCo nor Meta-World loads until an env is made."""
+    probe = (
+        "import json, sys\n"
+        "import gymnasium as gym\n"
+        "import metabench\n"
+        "from metabench.tasks.family import task_envs\n"
+        "print(json.dumps({'heavy': sorted(m for m in ('mujoco', 'metaworld') if m in sys.modules),"
+        " 'missing': [n for n in task_envs() if f'metabench/RL2-{n}-v0' not in gym.registry]}))\n"
+    )
+    shown = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == {"heavy": [], "missing": []}

@@ -32,7 +32,10 @@ class Benchmark(Protocol):
         ...
 
     @property
-    def metaworld(self) -> str | None: ...
+    def steps_in_workers(self) -> bool:
+        """Whether the task family steps a meta-batch in worker processes when a run has
+        several cores."""
+        ...
 
     def train_sampler(self, seed: int) -> TaskSampler | None:
         """The task sampler of meta-training (``None``: the task env's own distribution)."""

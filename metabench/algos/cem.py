@@ -119,7 +119,7 @@ class CEM(PolicySearch):
     Example::
 
         >>> from metabench.evaluation import MetaEvaluator
-        >>> from metabench.tasks.toy import PointGoalEnv
+        >>> from metabench.tasks.toy.envs import PointGoalEnv
         >>> env = PointGoalEnv()
         >>> algo = CEM(env.action_space, env.observation_space, n_samples=10, seed=0)
         >>> result = MetaEvaluator(PointGoalEnv, [{"goal": [0.3, -0.2]}], 50, 1).evaluate(algo)

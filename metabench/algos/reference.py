@@ -84,7 +84,7 @@ class TaskInObservation(gym.ObservationWrapper[np.ndarray, Any, np.ndarray]):
 
     Example::
 
-        >>> from metabench.tasks.toy import PointGoalEnv
+        >>> from metabench.tasks.toy.envs import PointGoalEnv
         >>> env = TaskInObservation(PointGoalEnv())
         >>> obs, _ = env.reset(seed=0, options={"task": {"goal": [0.3, -0.1]}})
         >>> obs[-2:].round(2).tolist()

@@ -383,7 +383,7 @@ class Summary:
     one run (its post-adaptation return), averaged over seeds."""
     metaworld_success: Interval | None = None
     """Meta-World's own count of the test episodes (``metaworld_success_rate``, the number
-    Meta-World+ reports; :mod:`metabench.evaluation.metaworld_count`), over the seeds that
+    Meta-World+ reports; :mod:`metabench.tasks.metaworld.count`), over the seeds that
     record it."""
 
 

@@ -8,7 +8,7 @@
   :class:`TaskResult`;
 - :mod:`~metabench.evaluation.results`: :class:`MetaTestResult`, the tasks' JSON form and
   :func:`~metabench.evaluation.results.upgrade_record`, the reader of earlier versions;
-- :mod:`~metabench.evaluation.metaworld_count`: Meta-World's own count of the same episodes;
+- :mod:`~metabench.tasks.metaworld.count`: Meta-World's own count of the same episodes;
 - :mod:`~metabench.evaluation.metaworld_adapter`: any algorithm under Meta-World's own
   evaluator (:class:`~metabench.evaluation.metaworld_adapter.MetaWorldAgent`).
 

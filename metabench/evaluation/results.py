@@ -22,13 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from metabench.evaluation.metaworld_count import (
+from metabench.tasks.base import Task
+from metabench.tasks.metaworld.count import (
     CountedEpisode,
     MetaWorldCount,
     metaworld_count,
     task_class,
 )
-from metabench.tasks.base import Task
 
 __all__ = [
     "RESULT_FORMAT",
@@ -294,7 +294,7 @@ class MetaTestResult:
     * :attr:`test_episode_success_rate`: the fraction of all test episodes that succeeded (the
       count of garage's evaluator); with one test episode the two rates are equal;
     * :attr:`metaworld`: with ``metaworld_envs_per_class`` set, Meta-World's own count of the
-      same episodes (:mod:`metabench.evaluation.metaworld_count`): the number Meta-World+
+      same episodes (:mod:`metabench.tasks.metaworld.count`): the number Meta-World+
       reports, higher than :attr:`test_episode_success_rate`, since it counts the first
       episodes to end;
     * :attr:`n_env_steps`: env steps used by the whole evaluation.

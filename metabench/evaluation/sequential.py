@@ -79,7 +79,7 @@ class MetaEvaluator:
     Example::
 
         >>> from metabench.algos.nop import NOP
-        >>> from metabench.tasks.toy import PointGoalEnv
+        >>> from metabench.tasks.toy.envs import PointGoalEnv
         >>> evaluator = MetaEvaluator(PointGoalEnv, [{"goal": [0.3, 0.0]}], 2, 1)
         >>> result = evaluator.evaluate(NOP(PointGoalEnv().action_space))
         >>> round(result.test_return, 6), result.test_success_rate, result.n_env_steps

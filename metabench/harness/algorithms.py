@@ -142,6 +142,19 @@ class AlgorithmEntry:
             merged.update(setting.env)
         return merged
 
+    def untuned_note(self, benchmark: str) -> str | None:
+        """One line saying that ``benchmark`` runs with the file's defaults because none of its
+        ``[benchmarks.*]`` tables matches it, or ``None`` (a table matches, or the file has none:
+        an algorithm without per-benchmark settings)."""
+        if not self.benchmarks or self.settings_for(benchmark):
+            return None
+        tables = ", ".join(pattern for pattern, _ in self.benchmarks)
+        return (
+            f"{self.name} has no settings for {benchmark} ({self.path} has [benchmarks.*] tables "
+            f"for {tables} only): it runs with its defaults; add a [benchmarks.{benchmark}] table "
+            f"with the published settings to tune it"
+        )
+
     def sources(self, benchmark: str) -> list[str]:
         """Where the hyperparameters of a run on ``benchmark`` come from."""
         return [self.source, *(setting.source for setting in self.settings_for(benchmark))]

@@ -28,9 +28,11 @@ from metabench.harness.specfiles import (
     find_line,
     read_specs,
 )
-from metabench.registration import make_task_env
+from metabench.registration import NAMESPACE, make_task_env
 from metabench.rng import PERIODIC_TASKS, TEST_TASKS, TRAIN_EVALUATION_TASKS
 from metabench.tasks.base import Task, TaskSampler
+from metabench.tasks.family import load_split_class, split_kinds, task_envs
+from metabench.tasks.splits import SeedSplit, Split, SplitKeyError
 
 ALL = "all"
 """``[split] test_tasks = "all"``: every test task of a Meta-World split."""
@@ -90,11 +92,8 @@ class BenchmarkSpec:
         (``[evaluation] test_episodes``).
     :param batched_metatest: meta-test all test tasks at once (``[evaluation] batched``; see
         :mod:`metabench.evaluation.batched`).
-    :param n_test_tasks: held-out tasks evaluated at meta-test; ``"all"``: every test task of the
-        Meta-World split, in Meta-World's order (``[split] test_tasks``).
-    :param test_goals_per_class: Meta-World only: test tasks come from the first this many goals
-        of each test class (``[split] test_goals_per_class``; ``None``: all 50), as
-        Meta-World+'s ``total_goals_per_task_test``.
+    :param n_test_tasks: held-out tasks evaluated at meta-test; ``"all"``: every test task of a
+        finite split, in its order (``[split] test_tasks``).
     :param n_periodic_test_tasks: the meta-tests during training use this many of the test tasks,
         as many of each class, fixed per seed (``[evaluation] periodic_test_tasks``; ``None``:
         all of them); the final meta-test always uses all of them.
@@ -102,8 +101,8 @@ class BenchmarkSpec:
         meta-train success per class Meta-World reports (``[evaluation] train_tasks``; 0: none).
     :param metaworld_envs_per_class: Meta-World only: the sub-envs per test class of
         Meta-World's own evaluation, for its count of the meta-test
-        (:mod:`metabench.evaluation.metaworld_count`; ``[evaluation] metaworld_envs_per_class``).
-    :param metaworld: ``None``, or the Meta-World benchmark name whose test split is used.
+        (:mod:`metabench.tasks.metaworld.count`; ``[evaluation] metaworld_envs_per_class``).
+    :param split: where the training and test tasks come from (``[split]``; its family's kind).
     :param reports_success: whether the task env reports ``info["success"]``.
     :param source: where the settings come from.
     :param path: the spec file it was read from.
@@ -118,11 +117,10 @@ class BenchmarkSpec:
     test_episodes: int = 1
     batched_metatest: bool = False
     n_test_tasks: int | Literal["all"] = 10
-    test_goals_per_class: int | None = None
     n_periodic_test_tasks: int | None = None
     n_train_evaluation_tasks: int = 0
     metaworld_envs_per_class: int | None = None
-    metaworld: str | None = None
+    split: Split = field(default_factory=SeedSplit)
     reports_success: bool = False
     description: str = ""
     source: str = ""
@@ -130,19 +128,16 @@ class BenchmarkSpec:
 
     def train_sampler(self, seed: int) -> TaskSampler | None:
         """Meta-training tasks: ``None`` means the task env's own distribution."""
-        if self.metaworld is None:
-            return None
-        from metabench.tasks.metaworld import MetaWorldTaskSampler
+        return self.split.train_sampler(self.env_kwargs, seed)
 
-        return MetaWorldTaskSampler(
-            self.metaworld, split="train", env_name=self.env_kwargs.get("env_name"), seed=seed
-        )
+    def test_env_kwargs_for(self, seed: int) -> dict[str, Any]:
+        """Task env kwargs of the meta-test of a run seeded ``seed``."""
+        kwargs = self.env_kwargs if self.test_env_kwargs is None else self.test_env_kwargs
+        return {**kwargs, **self.split.env_kwargs("test", seed)}
 
     def make_test_env(self, seed: int) -> Any:
         """A fresh task env for meta-testing."""
-        kwargs = dict(self.env_kwargs if self.test_env_kwargs is None else self.test_env_kwargs)
-        if self.metaworld is not None:
-            kwargs["seed"] = seed
+        kwargs = self.test_env_kwargs_for(seed)
         try:
             return make_task_env(self.env_id, **kwargs)
         except (TypeError, ValueError) as error:
@@ -169,29 +164,17 @@ class BenchmarkSpec:
 
     def test_tasks(self, seed: int) -> list[Task]:
         """The held-out tasks of a run with this seed: the same seed gives the same tasks."""
-        rng = TEST_TASKS.generator(seed)
-        if self.metaworld is not None:
-            from metabench.tasks.metaworld import MetaWorldTaskSampler
-
-            try:
-                sampler = MetaWorldTaskSampler(
-                    self.metaworld,
-                    split="test",
-                    env_name=self.env_kwargs.get("env_name"),
-                    seed=seed,
-                    goals_per_class=self.test_goals_per_class,
-                )
-            except ValueError as error:
-                if self.test_goals_per_class is None:
-                    raise
-                raise self.spec_error(str(error), "test_goals_per_class", "split") from None
-            if not isinstance(self.n_test_tasks, int):  # "all"
-                return list(sampler.tasks)
-            return sampler.sample(self.n_test_tasks, rng)
-        if not isinstance(self.n_test_tasks, int):
-            raise ValueError(f'{self.name}: test_tasks = "all" needs a Meta-World split')
-        env = self.make_test_env(seed)
-        return list(env.sample_tasks(self.n_test_tasks, rng))
+        n = self.n_test_tasks if isinstance(self.n_test_tasks, int) else None  # None: "all"
+        try:
+            return self.split.test_tasks(
+                lambda: self.make_test_env(seed),
+                self.env_kwargs,
+                seed,
+                n,
+                TEST_TASKS.generator(seed),
+            )
+        except SplitKeyError as error:
+            raise self.spec_error(str(error), error.key, "split") from None
 
     def periodic_test_indices(self, seed: int, test_tasks: Sequence[Task]) -> list[int] | None:
         """Which of ``test_tasks`` the meta-tests during training use, in order: ``None`` (all),
@@ -217,13 +200,12 @@ class BenchmarkSpec:
         return sorted(int(index) for index in chosen)
 
     def train_evaluation_tasks(self, seed: int) -> list[Task]:
-        """The training tasks meta-tested after training (Meta-World only: as many of each
-        training class; none elsewhere)."""
-        if self.metaworld is None or not self.n_train_evaluation_tasks:
-            return []
-        sampler = self.train_sampler(seed)
-        assert sampler is not None
-        return sampler.sample(self.n_train_evaluation_tasks, TRAIN_EVALUATION_TASKS.generator(seed))
+        """The training tasks meta-tested after training (for a split of classes, as many of
+        each training class; none where training samples the test tasks' distribution)."""
+        rng = TRAIN_EVALUATION_TASKS.generator(seed)
+        return self.split.train_evaluation_tasks(
+            self.env_kwargs, seed, self.n_train_evaluation_tasks, rng
+        )
 
     def make_train_env(self, seed: int) -> Any:
         """A fresh task env of the training split (to meta-test on training tasks)."""
@@ -240,11 +222,16 @@ class BenchmarkSpec:
         )
 
     def train_env_kwargs(self, seed: int) -> dict[str, Any]:
-        """Task env kwargs for meta-training (Meta-World benchmarks are seeded here)."""
-        kwargs = dict(self.env_kwargs)
-        if self.metaworld is not None:
-            kwargs["seed"] = seed
-        return kwargs
+        """Task env kwargs for meta-training (with the split's, e.g. Meta-World's seed)."""
+        return {**self.env_kwargs, **self.split.env_kwargs("train", seed)}
+
+    @property
+    def steps_in_workers(self) -> bool:
+        """Whether the task family steps a meta-batch in worker processes when a run has
+        several cores (:class:`~metabench.tasks.family.TaskEnvDeclaration`)."""
+        name = self.env_id.removeprefix(f"{NAMESPACE}/").removesuffix("-v0")
+        declaration = task_envs().get(name)
+        return declaration is not None and declaration.steps_in_workers
 
 
 ENV_SCHEMA = {
@@ -252,14 +239,30 @@ ENV_SCHEMA = {
     "episodes_per_trial": int, "reports_success": bool,
     "tasks": dict, "split": dict, "evaluation": dict,
 }  # fmt: skip
-SPLIT_SCHEMA: Schema = {
-    "kind": str, "benchmark": str, "test_tasks": (int, str), "test_goals_per_class": int,
-}  # fmt: skip
-EVALUATION_SCHEMA = {
+SPLIT_SCHEMA: Schema = {"kind": str, "test_tasks": (int, str)}
+"""The ``[split]`` keys of every kind; a kind adds its own (:attr:`Split.keys`)."""
+EVALUATION_SCHEMA: Schema = {
     "exploration_episodes": int, "test_episodes": int, "batched": bool, "train_tasks": int,
-    "periodic_test_tasks": int, "metaworld_envs_per_class": int,
+    "periodic_test_tasks": int,
 }  # fmt: skip
-SPLIT_KINDS = ("seed", "metaworld")
+"""The ``[evaluation]`` keys of every benchmark; a kind of split adds its own
+(:attr:`Split.evaluation_keys`)."""
+
+
+def split_classes() -> dict[str, type[Split]]:
+    """Every kind of split, ``"seed"`` first, then the families' (their modules load without
+    the families' envs)."""
+    return {kind: load_split_class(kind) for kind in (SeedSplit.kind, *split_kinds())}
+
+
+def _kinds_taking(key: str, table: str, classes: dict[str, type[Split]]) -> str:
+    """The kinds whose ``[table]`` takes ``key``, as ``kind = "a" | "b"``."""
+    kinds = [
+        kind
+        for kind, cls in classes.items()
+        if key in (cls.keys if table == "split" else cls.evaluation_keys)
+    ]
+    return "kind = " + " | ".join(f'"{kind}"' for kind in kinds)
 
 
 def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
@@ -268,57 +271,59 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         spec, spec.data, ENV_SCHEMA,
         required=("description", "source", "env_id", "episodes_per_trial", "split", "evaluation"),
     )  # fmt: skip
-    split = check_table(spec, top["split"], SPLIT_SCHEMA, where="split", required=("kind",))
+    classes = split_classes()
+    split_keys = {key: t for cls in classes.values() for key, t in cls.keys.items()}
+    evaluation_keys = {key: int for cls in classes.values() for key in cls.evaluation_keys}
+    split = check_table(
+        spec, top["split"], {**SPLIT_SCHEMA, **split_keys}, where="split", required=("kind",)
+    )
     evaluation = check_table(
-        spec, top["evaluation"], EVALUATION_SCHEMA, where="evaluation",
+        spec, top["evaluation"], {**EVALUATION_SCHEMA, **evaluation_keys}, where="evaluation",
         required=("exploration_episodes", "test_episodes"),
     )  # fmt: skip
-    if split["kind"] not in SPLIT_KINDS:
+    kind = split["kind"]
+    if kind not in classes:
         raise spec.error(
-            f"split kind {split['kind']!r} is unknown: use one of {', '.join(SPLIT_KINDS)}",
-            "kind", "split",
-        )  # fmt: skip
-    metaworld = split.get("benchmark")
-    if (split["kind"] == "metaworld") != (metaworld is not None):
-        raise spec.error(
-            '[split] needs benchmark = "ML1" | "ML10" | "ML45" exactly when kind = "metaworld"',
-            "benchmark",
-            "split",
+            f"split kind {kind!r} is unknown: use one of {', '.join(classes)}", "kind", "split"
         )
+    split_class = classes[kind]
+    for table, values, own in [
+        ("split", split, split_class.keys),
+        ("evaluation", evaluation, split_class.evaluation_keys),
+    ]:
+        for key in values:
+            if key in (split_keys if table == "split" else evaluation_keys) and key not in own:
+                raise spec.error(
+                    f"{key} is for {_kinds_taking(key, table, classes)} only: remove it", key, table
+                )
+    for key, what in split_class.required.items():
+        if key not in split:
+            raise spec.error(
+                f'[split] kind = "{kind}" needs {key} = {what}: add it', "kind", "split"
+            )
     test_tasks = split.get("test_tasks", 10)
     if isinstance(test_tasks, str) and test_tasks != ALL:
         raise spec.error(
-            f'test_tasks must be a positive integer or "all" (every test task of a Meta-World '
+            f'test_tasks must be a positive integer or "all" (every test task of a finite '
             f"split), got {test_tasks!r}",
             "test_tasks",
             "split",
         )
-    if test_tasks == ALL and metaworld is None:
+    if test_tasks == ALL and not split_class.finite:
+        finite = " | ".join(f'"{k}"' for k, cls in classes.items() if cls.finite)
         raise spec.error(
-            'test_tasks = "all" needs kind = "metaworld" (a finite test split): give a number',
+            f'test_tasks = "all" needs kind = {finite} (a finite test split): give a number',
             "test_tasks",
-            "split",
-        )
-    if "metaworld_envs_per_class" in evaluation and metaworld is None:
-        raise spec.error(
-            'metaworld_envs_per_class is for kind = "metaworld" only: remove it',
-            "metaworld_envs_per_class",
-            "evaluation",
-        )
-    if "test_goals_per_class" in split and metaworld is None:
-        raise spec.error(
-            'test_goals_per_class is for kind = "metaworld" only: remove it',
-            "test_goals_per_class",
             "split",
         )
     counts: dict[str, int] = {
         **{key: top[key] for key in ("episodes_per_trial", "horizon") if key in top},
         **({} if test_tasks == ALL else {"test_tasks": test_tasks}),
-        **{key: split[key] for key in ("test_goals_per_class",) if key in split},
+        **{key: split[key] for key, t in split_class.keys.items() if t is int and key in split},
         **{key: evaluation[key] for key in ("exploration_episodes", "test_episodes")},
         **{
             key: evaluation[key]
-            for key in ("periodic_test_tasks", "metaworld_envs_per_class")
+            for key in ("periodic_test_tasks", *split_class.evaluation_keys)
             if key in evaluation
         },
     }
@@ -328,25 +333,19 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
     env_kwargs = dict(top.get("tasks", {}))  # the task distribution, as the env's kwargs
     if "horizon" in top:
         env_kwargs["horizon"] = top["horizon"]
-    test_env_kwargs = None
-    if metaworld is not None:
-        test_env_kwargs = {**env_kwargs, "split": "test"}
-        env_kwargs["split"] = "train"
     return BenchmarkSpec(
         spec.name,
         top["env_id"],
         env_kwargs=env_kwargs,
-        test_env_kwargs=test_env_kwargs,
         episodes_per_trial=top["episodes_per_trial"],
         exploration_episodes=evaluation["exploration_episodes"],
         test_episodes=evaluation["test_episodes"],
         batched_metatest=evaluation.get("batched", False),
         n_test_tasks=test_tasks,
-        test_goals_per_class=split.get("test_goals_per_class"),
         n_periodic_test_tasks=evaluation.get("periodic_test_tasks"),
         n_train_evaluation_tasks=evaluation.get("train_tasks", 0),
         metaworld_envs_per_class=evaluation.get("metaworld_envs_per_class"),
-        metaworld=metaworld,
+        split=split_class(**{key: split[key] for key in split_class.keys if key in split}),
         reports_success=top.get("reports_success", False),
         description=top["description"],
         source=top["source"],

@@ -130,9 +130,7 @@ def specs_tables() -> tuple[Table, ...]:
     benchmarks.add_column("about")
     for name, spec in sorted(load_benchmarks().items()):
         protocol = f"{spec.exploration_episodes} explore + {spec.test_episodes} test"
-        tasks = str(spec.n_test_tasks)
-        if spec.test_goals_per_class is not None:
-            tasks += f", {spec.test_goals_per_class}/class"
+        tasks = f"{spec.n_test_tasks}{spec.split.test_tasks_note()}"
         benchmarks.add_row(
             name, spec.env_id, str(spec.episodes_per_trial), protocol, tasks, spec.description,
         )  # fmt: skip

@@ -24,7 +24,6 @@ previous version or the new one. Running the same command again resumes from the
 from __future__ import annotations
 
 import fcntl
-import importlib.metadata
 import io
 import json
 import os
@@ -574,7 +573,8 @@ def metatest_protocol(
     """What changes the numbers of a meta-test besides the algorithm's parameters, in one
     record of every result: how many test tasks (of the run's ``run_test_tasks``; fewer for a
     periodic meta-test), the episodes, whether test episodes act with the mode, and for
-    Meta-World the version, benchmark, reward function and goals per test class.
+    a split of its family's, what it records (Meta-World's: the version, benchmark, reward
+    function and goals per test class).
 
     :param evaluator: the meta-test, after it ran (its task env is read).
     """
@@ -585,14 +585,9 @@ def metatest_protocol(
         "test_episodes": evaluator.test_episodes,
         "deterministic_test": algo.deterministic_test,
     }
-    if spec.metaworld is not None:
-        env = evaluator.task_env.unwrapped
-        record["metaworld"] = {
-            "version": importlib.metadata.version("metaworld"),
-            "benchmark": spec.metaworld,
-            "reward_function_version": getattr(env, "reward_function_version", None),
-            "test_goals_per_class": spec.test_goals_per_class,
-        }
+    split_record = spec.split.record(evaluator.task_env.unwrapped)
+    if split_record is not None:
+        record[spec.split.kind] = split_record
     return record
 
 

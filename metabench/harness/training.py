@@ -49,6 +49,9 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
     """
     console = console or make_console(stderr=True)
     plan = plan_run(settings)
+    untuned = get_algorithm(settings.algorithm).untuned_note(plan.spec.name)
+    if untuned is not None:
+        console.print(f"note: {untuned}", soft_wrap=True, highlight=False, markup=False)
     spec, config, run = plan.spec, plan.config, plan.run
     algo = build_algorithm(spec, config, str(run.tensorboard))
     per_iteration = algo.steps_per_iteration

@@ -1,7 +1,7 @@
 """Task envs and task samplers: what a task is and where tasks come from.
 
 The protocol and the samplers (:mod:`metabench.tasks.base`) and the toys
-(:mod:`metabench.tasks.toy`) load with the package; the HalfCheetah envs (MuJoCo) and
+(:mod:`metabench.tasks.toy.envs`) load with the package; the HalfCheetah envs (MuJoCo) and
 Meta-World's are imported the first time one of their names is used, since ``import metabench``
 imports this package to register its ids.
 """
@@ -20,11 +20,15 @@ from metabench.tasks.base import (
     TaskEnv,
     TaskSampler,
 )
-from metabench.tasks.toy import BanditEnv, PointGoalEnv
+from metabench.tasks.toy.envs import BanditEnv, PointGoalEnv
 
 if TYPE_CHECKING:
-    from metabench.tasks.halfcheetah import HalfCheetahDirEnv, HalfCheetahTaskEnv, HalfCheetahVelEnv
-    from metabench.tasks.metaworld import (
+    from metabench.tasks.halfcheetah.envs import (
+        HalfCheetahDirEnv,
+        HalfCheetahTaskEnv,
+        HalfCheetahVelEnv,
+    )
+    from metabench.tasks.metaworld.envs import (
         MetaWorldTaskEnv,
         MetaWorldTaskSampler,
         ML1Env,
@@ -33,14 +37,14 @@ if TYPE_CHECKING:
     )
 
 _ON_FIRST_USE = {
-    "HalfCheetahDirEnv": "metabench.tasks.halfcheetah",
-    "HalfCheetahTaskEnv": "metabench.tasks.halfcheetah",
-    "HalfCheetahVelEnv": "metabench.tasks.halfcheetah",
-    "ML1Env": "metabench.tasks.metaworld",
-    "ML10Env": "metabench.tasks.metaworld",
-    "ML45Env": "metabench.tasks.metaworld",
-    "MetaWorldTaskEnv": "metabench.tasks.metaworld",
-    "MetaWorldTaskSampler": "metabench.tasks.metaworld",
+    "HalfCheetahDirEnv": "metabench.tasks.halfcheetah.envs",
+    "HalfCheetahTaskEnv": "metabench.tasks.halfcheetah.envs",
+    "HalfCheetahVelEnv": "metabench.tasks.halfcheetah.envs",
+    "ML1Env": "metabench.tasks.metaworld.envs",
+    "ML10Env": "metabench.tasks.metaworld.envs",
+    "ML45Env": "metabench.tasks.metaworld.envs",
+    "MetaWorldTaskEnv": "metabench.tasks.metaworld.envs",
+    "MetaWorldTaskSampler": "metabench.tasks.metaworld.envs",
 }
 """The names whose module is imported on first use, and that module."""
 

@@ -298,7 +298,7 @@ class SetTaskSampler(TaskSampler):
     Example::
 
         >>> import numpy as np
-        >>> from metabench.tasks.halfcheetah import HalfCheetahVelEnv
+        >>> from metabench.tasks.halfcheetah.envs import HalfCheetahVelEnv
         >>> sampler = SetTaskSampler(HalfCheetahVelEnv().sample_tasks)
         >>> len(sampler.sample(3, np.random.default_rng(0)))
         3

@@ -4,9 +4,9 @@
   Gymnasium) with one task per sub-env and a fresh meta-batch every trial;
 - :mod:`~metabench.vector.sharded`: many task envs stepped per worker process;
 - :mod:`~metabench.vector.sharded_sb3`: the same as an SB3 ``VecEnv``;
-- :mod:`~metabench.vector.halfcheetah`: HalfCheetahVel/Dir as one vector env, every cheetah
+- :mod:`~metabench.tasks.halfcheetah.vector`: HalfCheetahVel/Dir as one vector env, every cheetah
   stepped together;
-- :mod:`~metabench.vector.workers`: the worker processes under both sharded envs.
+- :mod:`~metabench.workers`: the worker processes under both sharded envs.
 """
 
 from metabench.vector.meta_batch import (

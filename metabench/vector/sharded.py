@@ -63,7 +63,7 @@ from gymnasium.vector.utils import (
 from metabench.tasks.base import Task
 from metabench.validation import check_count
 from metabench.vector.meta_batch import make_task_env
-from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
+from metabench.workers import WorkerDied, WorkerPool, worker_started
 
 __all__ = ["ShardedVectorEnv", "SubEnvError", "make_sharded_task_env"]
 

@@ -19,7 +19,7 @@ whatever the number of processes (``tests/vector/test_sharded_sb3.py``).
 Example::
 
     >>> import functools, metabench
-    >>> from metabench.tasks.toy import PointGoalEnv
+    >>> from metabench.tasks.toy.envs import PointGoalEnv
     >>> venv = ShardedSubprocVecEnv([functools.partial(PointGoalEnv, horizon=3)] * 5, processes=2)
     >>> venv.seed(0)
     [0, 1, 2, 3, 4]
@@ -44,7 +44,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs, VecEnvStepReturn
 
 from metabench.validation import check_count
-from metabench.vector.workers import WorkerPool, worker_started
+from metabench.workers import WorkerPool, worker_started
 
 __all__ = ["ShardedSubprocVecEnv"]
 
@@ -105,7 +105,7 @@ class ShardedSubprocVecEnv(VecEnv):
     :param context: the multiprocessing start method; default ``"fork"`` where available.
 
     An exception in a sub-env of the first shard is raised as it is; one in a worker's sub-env
-    ends the worker, and the call raises :class:`~metabench.vector.workers.WorkerDied` naming
+    ends the worker, and the call raises :class:`~metabench.workers.WorkerDied` naming
     it (the traceback is on stderr).
     """
 

@@ -13,7 +13,7 @@ from metabench.algos.cmaes import CMAES
 from metabench.algos.nop import NOP
 from metabench.algos.policy_search import LinearPolicy, PolicySearch, SearchPolicy
 from metabench.evaluation import MetaEvaluator, MetaTestResult
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 
 GOAL = [0.3, -0.2]
 H = PointGoalEnv().horizon

@@ -8,7 +8,7 @@ from gymnasium import spaces
 
 from metabench.algos.nop import NOP, NOPPolicy
 from metabench.evaluation import MetaEvaluator
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 
 H = 8
 TASKS = [{"goal": [0.3, -0.4]}, {"goal": [0.05, 0.0]}]

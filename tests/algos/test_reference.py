@@ -17,7 +17,7 @@ from metabench.algos.reference import (
 )
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import Trial
 from tests.factories import policy_parameters, straight_and_resumed
 

@@ -10,7 +10,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from metabench.tasks.halfcheetah import HalfCheetahVelEnv
+from metabench.tasks.halfcheetah.envs import HalfCheetahVelEnv
 from metabench.wrappers import RL2Env, Trial
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.mujoco]

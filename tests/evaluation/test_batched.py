@@ -20,7 +20,7 @@ from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyList
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.data import EpisodeBatch
 from metabench.evaluation import MetaEvaluator
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import RL2Env
 
 H = 8

@@ -21,7 +21,7 @@ from metabench.algos.nop import NOP
 from metabench.data import EpisodeBatch, StepType
 from metabench.evaluation import MetaEvaluator, MetaTestResult, task_from_json, task_to_json
 from metabench.evaluation.metaworld_adapter import MetaWorldAgent
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 
 H = 20  # short Meta-World episodes
 ENV_NAME = "reach-v3"
@@ -47,7 +47,7 @@ class CountingNOP(NOP):
 
 
 def make_ml1_test_env() -> gym.Env[Any, Any]:
-    from metabench.tasks.metaworld import ML1Env
+    from metabench.tasks.metaworld.envs import ML1Env
 
     return ML1Env(ENV_NAME, split="test", seed=0, horizon=H)
 
@@ -142,7 +142,7 @@ def test_metaworld_evaluation_mixes_ml1_tasks_sharing_a_name():
 
 @pytest.mark.metaworld
 def test_metaworld_tasks_are_recorded_and_replayed():
-    from metabench.tasks.metaworld import load_benchmark
+    from metabench.tasks.metaworld.envs import load_benchmark
 
     tasks = list(load_benchmark("ML1", ENV_NAME, 0).test_tasks[:2])
     encoded = task_to_json(tasks[0])
@@ -382,7 +382,7 @@ def test_metaworld_evaluation_and_metabench_agree_on_every_ml1_test_goal():
     envs.close()
 
     spec = get_benchmark("ML1-reach")
-    kwargs = {**spec.test_env_kwargs, "horizon": horizon}
+    kwargs = {**spec.env_kwargs, "horizon": horizon}  # the split adds "test" and the seed
     spec = dataclasses.replace(
         spec, test_env_kwargs=kwargs, exploration_episodes=1, test_episodes=test_episodes
     )
@@ -423,7 +423,7 @@ class FixedOrder:
 def test_metaworld_count_reproduces_metaworlds_evaluator_with_many_sub_envs():
     """Meta-World's ``metalearning_evaluation`` with 5 ML1 sub-envs per round, and metabench's
     meta-test of the very tasks it drew (round by round, sub-env by sub-env) replayed through
-    :mod:`metabench.evaluation.metaworld_count`: the same success rate and return. The fraction
+    :mod:`metabench.tasks.metaworld.count`: the same success rate and return. The fraction
     of test episodes that succeed is lower: Meta-World counts the first episodes to end."""
     from metaworld.evaluation import metalearning_evaluation
 
@@ -449,7 +449,7 @@ def test_metaworld_count_reproduces_metaworlds_evaluator_with_many_sub_envs():
     envs.close()
 
     def make_env() -> gym.Env[Any, Any]:
-        from metabench.tasks.metaworld import ML1Env
+        from metabench.tasks.metaworld.envs import ML1Env
 
         return ML1Env(ENV_NAME, split="test", seed=0, horizon=horizon)
 

@@ -26,7 +26,7 @@ from metabench.evaluation import (
     task_to_json,
     upgrade_record,
 )
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import RL2Env
 
 H = 10  # horizon

@@ -3,6 +3,7 @@ your own through ``METABENCH_SPECS``, errors naming file and line, and the specs
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -19,6 +20,7 @@ from metabench.harness.algorithms import clear_spec_caches, get_algorithm, load_
 from metabench.harness.benchmarks import get_benchmark, load_benchmarks
 from metabench.harness.grid import plan
 from metabench.harness.specfiles import SpecError, find_line
+from metabench.tasks.metaworld.split import MetaWorldSplit
 from tests.factories import ROOT
 
 BANDIT5 = """\
@@ -54,8 +56,14 @@ def test_the_shipped_specs_say_what_the_published_settings_are():
     assert vel.env_kwargs == {"velocity_range": [0.0, 2.0], "horizon": 100}
     assert (vel.episodes_per_trial, vel.exploration_episodes, vel.test_episodes) == (4, 10, 3)
     push = get_benchmark("ML1-push")
-    assert push.metaworld == "ML1" and push.env_kwargs["split"] == "train"
-    assert push.test_env_kwargs == {"env_name": "push-v3", "horizon": 500, "split": "test"}
+    assert push.split == MetaWorldSplit(benchmark="ML1")
+    assert push.train_env_kwargs(3) == {
+        "env_name": "push-v3",
+        "horizon": 500,
+        "split": "train",
+        "seed": 3,
+    }
+    assert push.test_env_kwargs_for(3) == {**push.train_env_kwargs(3), "split": "test"}
     rl2 = get_algorithm("rl2-ppo")
     assert rl2.hyperparameters(vel, {})["ent_coef"] == 0.02  # garage's HalfCheetahVel example
     # a glob table ("ML1-*") applies to every ML1 benchmark, with its source recorded
@@ -79,7 +87,10 @@ def test_meta_world_specs_meta_test_as_meta_world_plus_does():
     expected = {"ML10": (40, 20), "ML45": (45, 45), "ML1-reach": (None, 10), "ML1-push": (None, 10)}
     for name, (goals, periodic) in expected.items():
         spec = get_benchmark(name)
-        assert (spec.n_test_tasks, spec.test_goals_per_class) == ("all", goals), name
+        assert (spec.n_test_tasks, spec.split.values.get("test_goals_per_class")) == (
+            "all",
+            goals,
+        ), name
         assert spec.n_periodic_test_tasks == periodic, name
         assert (spec.exploration_episodes, spec.test_episodes) == (10, 3)
         assert "metalearning_evaluation" in spec.source and "Meta-World+" in spec.source
@@ -205,7 +216,7 @@ def test_two_files_with_one_name_are_an_error(user_specs):
         (("test_episodes = 3", "test_episodes = 3\nperiodic_test_tasks = 0"), r":16: periodic_te"),
         (("[evaluation]\n", "[evaluation]\nrepeat = 2\n"), r":14: unknown key 'repeat' in \[e"),
         (("n_arms = 5", "n_arms = = 5"), r"Bandit5.toml: malformed TOML: .*\(at line 7, column"),
-        (("kind = \"seed\"", "kind = \"metaworld\""), r"needs benchmark = .* exactly when"),
+        (("kind = \"seed\"", "kind = \"metaworld\""), r':10: \[split\] kind = "metaworld" needs'),
     ],
 )  # fmt: skip
 def test_a_bad_benchmark_file_names_file_line_and_fix(user_specs, change, message):
@@ -215,7 +226,7 @@ def test_a_bad_benchmark_file_names_file_line_and_fix(user_specs, change, messag
 
 
 def test_a_bad_number_of_test_tasks_is_one_line_naming_the_fix(user_specs):
-    four = 'test_tasks must be a positive integer or "all" (every test task of a Meta-World split)'
+    four = 'test_tasks must be a positive integer or "all" (every test task of a finite split)'
     everything = 'test_tasks = "all" needs kind = "metaworld" (a finite test split): give a number'
     for value, message in [('"four"', f"{four}, got 'four'"), ('"all"', everything)]:
         text = BANDIT5.replace("test_tasks = 4", f"test_tasks = {value}")
@@ -457,3 +468,30 @@ def test_no_shipped_description_repeats_its_algorithms_name():
     for name, entry in load_algorithms().items():
         first = entry.description.split(":")[0].strip().lower()
         assert first != name.lower(), (name, entry.description)
+
+
+def test_a_baseline_without_settings_for_a_benchmark_says_so_in_one_line():
+    pearl = get_algorithm("pearl")
+    tables = [pattern for pattern, _ in pearl.benchmarks]
+    assert "Bandit" not in tables and "HalfCheetahVel" in tables
+    note = pearl.untuned_note("Bandit")
+    assert note is not None and "\n" not in note
+    assert note.endswith("add a [benchmarks.Bandit] table with the published settings to tune it")
+    assert all(pattern in note for pattern in tables)
+    assert pearl.untuned_note("HalfCheetahVel") is None
+    assert get_algorithm("rl2-ppo").untuned_note("ML1-push") is None  # a glob table matches
+    assert get_algorithm("nop").untuned_note("Bandit") is None  # no per-benchmark settings at all
+
+
+def test_training_a_baseline_on_a_benchmark_it_has_no_settings_for_prints_the_note(tmp_path):
+    from rich.console import Console
+
+    from metabench.errors import RunError
+    from metabench.harness.run import RunSettings
+    from metabench.harness.training import train
+
+    console = Console(record=True, width=400, file=io.StringIO())
+    settings = RunSettings("Bandit", "rl2-ppo-tuned", 0, 1, tmp_path / "run")
+    with pytest.raises(RunError, match="less than one iteration"):  # stops after the note
+        train(settings, console=console)
+    assert "note: rl2-ppo-tuned has no settings for Bandit" in console.export_text()

@@ -12,7 +12,7 @@ from metabench.analysis.tables import per_task_success_markdown
 from metabench.cli import main
 from metabench.evaluation import task_from_json
 from metabench.harness.benchmarks import get_benchmark
-from metabench.tasks.metaworld import MetaWorldTaskSampler
+from metabench.tasks.metaworld.envs import MetaWorldTaskSampler
 
 pytestmark = pytest.mark.metaworld
 

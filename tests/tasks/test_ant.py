@@ -22,7 +22,7 @@ from gymnasium.utils.env_checker import check_env
 from scipy import stats
 
 from metabench.errors import InvalidTaskError
-from metabench.tasks.ant import OYSTER_TASK_COUNTS, AntDirEnv, AntDirProtocol, AntGoalEnv
+from metabench.tasks.ant.envs import OYSTER_TASK_COUNTS, AntDirEnv, AntDirProtocol, AntGoalEnv
 from metabench.validation import ConfigError
 
 pytestmark = pytest.mark.mujoco

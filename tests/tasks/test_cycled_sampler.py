@@ -16,7 +16,7 @@ import pytest
 from gymnasium.utils import seeding
 
 from metabench.tasks.base import CycledTaskSampler, ListTaskSampler, ordered_sampler
-from metabench.tasks.metaworld import MetaWorldTaskSampler, load_benchmark
+from metabench.tasks.metaworld.envs import MetaWorldTaskSampler, load_benchmark
 
 TASKS = list(range(50))
 

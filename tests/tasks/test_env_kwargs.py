@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import metabench  # noqa: F401  (registers the ids)
-from metabench.registration import TASK_ENTRY_POINTS
+from metabench.tasks.family import task_envs
 from metabench.validation import ConfigError
 
 PUBLIC = {
@@ -36,7 +36,7 @@ def listed(message: str) -> list[str]:
 
 
 @pytest.mark.parametrize("rl2", [False, True], ids=["task", "rl2"])
-@pytest.mark.parametrize("name", sorted(TASK_ENTRY_POINTS))
+@pytest.mark.parametrize("name", sorted(task_envs()))
 def test_an_unknown_keyword_names_it_and_lists_the_public_ones(name, rl2):
     env_id = f"metabench/RL2-{name}-v0" if rl2 else f"metabench/{name}-v0"
     with pytest.raises(ConfigError) as caught:

@@ -6,7 +6,7 @@ from gymnasium.spaces import Box
 from gymnasium.utils.env_checker import check_env
 
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
-from metabench.tasks.halfcheetah import HalfCheetahDirEnv, HalfCheetahVelEnv
+from metabench.tasks.halfcheetah.envs import HalfCheetahDirEnv, HalfCheetahVelEnv
 
 pytestmark = pytest.mark.mujoco
 

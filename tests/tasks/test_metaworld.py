@@ -19,7 +19,7 @@ from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeRes
 from metabench.evaluation.results import task_from_json, task_to_json
 from metabench.harness.specfiles import SpecError
 from metabench.tasks.base import TaskEnv
-from metabench.tasks.metaworld import (
+from metabench.tasks.metaworld.envs import (
     MetaWorldTaskEnv,
     MetaWorldTaskSampler,
     ML1Env,

@@ -12,8 +12,8 @@ from metaworld.sawyer_xyz_env import SawyerXYZEnv
 from metaworld.types import Task as MetaWorldTask
 from scipy.spatial.transform import Rotation
 
-from metabench.tasks.metaworld import MetaWorldTaskEnv
-from metabench.tasks.metaworld_lean import LeanRotation, quat_from_matrix, touching_object
+from metabench.tasks.metaworld.envs import MetaWorldTaskEnv
+from metabench.tasks.metaworld.lean import LeanRotation, quat_from_matrix, touching_object
 
 pytestmark = [
     pytest.mark.metaworld,

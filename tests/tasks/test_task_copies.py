@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import metabench  # noqa: F401 - registers the metabench/ ids
-from metabench.tasks.toy import BanditEnv, PointGoalEnv
+from metabench.tasks.toy.envs import BanditEnv, PointGoalEnv
 
 COPIES: dict[str, Callable[[Any], Any]] = {
     "pickle": lambda env: pickle.loads(pickle.dumps(env)),
@@ -22,14 +22,14 @@ COPIES: dict[str, Callable[[Any], Any]] = {
 
 
 def halfcheetah_vel() -> tuple[gym.Env[Any, Any], Any]:
-    from metabench.tasks.halfcheetah import HalfCheetahVelEnv
+    from metabench.tasks.halfcheetah.envs import HalfCheetahVelEnv
 
     # a task the env would not draw from (0, 2), so a copy that draws one cannot match it
     return HalfCheetahVelEnv(horizon=10, action_scale=10.0), {"velocity": 2.7}
 
 
 def halfcheetah_dir() -> tuple[gym.Env[Any, Any], Any]:
-    from metabench.tasks.halfcheetah import HalfCheetahDirEnv
+    from metabench.tasks.halfcheetah.envs import HalfCheetahDirEnv
 
     return HalfCheetahDirEnv(horizon=10), {"direction": -1.0}
 
@@ -44,7 +44,7 @@ def bandit() -> tuple[gym.Env[Any, Any], Any]:
 
 def metaworld(lean: bool) -> Callable[[], tuple[gym.Env[Any, Any], Any]]:
     def make() -> tuple[gym.Env[Any, Any], Any]:
-        from metabench.tasks.metaworld import ML1Env
+        from metabench.tasks.metaworld.envs import ML1Env
 
         env = ML1Env("reach-v3", horizon=10, lean=lean)
         return env, env.tasks[7]

@@ -5,7 +5,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
-from metabench.tasks.toy import BanditEnv, PointGoalEnv
+from metabench.tasks.toy.envs import BanditEnv, PointGoalEnv
 
 
 @pytest.mark.parametrize("cls", [PointGoalEnv, BanditEnv])

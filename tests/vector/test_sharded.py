@@ -15,7 +15,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 import metabench  # noqa: F401 - registers the metabench/* ids
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.errors import InvalidActionError
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.vector.sharded import ShardedVectorEnv, SubEnvError, make_sharded_task_env
 
 POINT_GOAL = "metabench/PointGoal-v0"
@@ -238,7 +238,7 @@ def test_vector_episode_collector_on_the_sharded_env_matches_the_default_env() -
 @pytest.mark.metaworld
 @pytest.mark.filterwarnings("ignore:.*Box observation space:UserWarning")
 def test_metaworld_ml1_matches_single_envs_stepped_by_hand() -> None:
-    from metabench.tasks.metaworld import ML1Env
+    from metabench.tasks.metaworld.envs import ML1Env
 
     horizon, n = 10, 4
     reference = [ML1Env("reach-v3", horizon=horizon) for _ in range(n)]

@@ -12,9 +12,9 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.errors import InvalidActionError
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
-from metabench.vector.workers import WorkerDied
+from metabench.workers import WorkerDied
 
 N = 5
 

@@ -7,7 +7,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
 from metabench.tasks import ListTaskSampler
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import (
     EPISODE_END,
     EPISODE_INDEX,

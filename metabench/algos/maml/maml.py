@@ -258,13 +258,14 @@ class MAML(MetaRLAlgorithm):
         cpus: int | None = None,
         device: str = "cpu",
     ) -> Self:
-        """MAML on a benchmark, with the vector env that steps it fastest: Meta-World's sub-envs
-        sharded across at most ``cpus`` worker processes, HalfCheetah's stepped as one batch on
-        at most ``cpus`` processes (both give the same numbers as one process)."""
+        """MAML on a benchmark, with the vector env that steps it fastest: sub-envs sharded
+        across at most ``cpus`` worker processes where the task family steps in workers
+        (Meta-World), the family's batched vector env where it has one (HalfCheetah's, on at
+        most ``cpus`` processes); both give the same numbers as one process."""
         env_kwargs = spec.train_env_kwargs(seed)
         num_envs = config.meta_batch_size * config.episodes_per_task
         vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
-        if spec.metaworld is not None:
+        if spec.steps_in_workers:
             from metabench.vector.sharded import make_sharded_task_env
 
             # (the collector reads no infos: the workers send none)

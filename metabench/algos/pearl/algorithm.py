@@ -106,7 +106,7 @@ class PEARL(MetaRLAlgorithm):
 
     Example::
 
-        >>> from metabench.tasks.toy import PointGoalEnv
+        >>> from metabench.tasks.toy.envs import PointGoalEnv
         >>> config = PEARLConfig(n_train_tasks=2, num_initial_steps=20, num_tasks_sample=1,
         ...                      num_steps_prior=20, num_extra_rl_steps_posterior=20)
         >>> algo = PEARL(PointGoalEnv, config=config)

@@ -48,7 +48,7 @@ class RewardInObservation(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
 
     Example::
 
-        >>> from metabench.tasks.toy import PointGoalEnv
+        >>> from metabench.tasks.toy.envs import PointGoalEnv
         >>> env = RewardInObservation(PointGoalEnv())
         >>> env.reset(seed=0, options={"task": {"goal": [0.3, 0.0]}})[0].tolist()
         [0.0, 0.0, 0.0]

@@ -1,29 +1,7 @@
-"""Ant-Dir and Ant-Goal, the ant tasks of PEARL and VariBAD, on Gymnasium's v5 Ant model.
+"""Ant-Dir and Ant-Goal, the ant tasks of PEARL and VariBAD, on Gymnasium's v5 Ant model
+(:mod:`~metabench.tasks.ant.envs`).
 
 Each code's variant is a named protocol of the same env (``protocol="oyster"``, ...);
-:mod:`metabench.tasks.ant.envs` says where they differ.
+:mod:`metabench.tasks.ant.envs` says where they differ. Nothing loads with the package: MuJoCo
+loads with the envs' module.
 """
-
-from __future__ import annotations
-
-from metabench.tasks.ant.envs import (
-    CONTACT_COST_WEIGHT,
-    HORIZON,
-    OYSTER_TASK_COUNTS,
-    AntDirEnv,
-    AntDirProtocol,
-    AntGoalEnv,
-    AntGoalProtocol,
-    AntTaskEnv,
-)
-
-__all__ = [
-    "CONTACT_COST_WEIGHT",
-    "HORIZON",
-    "OYSTER_TASK_COUNTS",
-    "AntDirEnv",
-    "AntDirProtocol",
-    "AntGoalEnv",
-    "AntGoalProtocol",
-    "AntTaskEnv",
-]

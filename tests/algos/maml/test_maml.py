@@ -45,7 +45,7 @@ from metabench.algos.maml import (
 from metabench.algos.maml import maml as maml_module
 from metabench.data import StepType
 from metabench.tasks.base import ListTaskSampler
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.vector import MetaBatchVectorEnv
 from metabench.wrappers import Trial
 from tests.factories import episode_batch, make_maml

@@ -31,7 +31,7 @@ from metabench.algos.maml import (
 from metabench.data import EpisodeBatch, StepType
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.validation import ConfigError
 from tests.factories import make_maml
 

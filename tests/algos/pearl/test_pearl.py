@@ -36,7 +36,7 @@ from metabench.data import EpisodeBatch, EpisodeRecorder
 from metabench.evaluation import MetaEvaluator
 from metabench.harness.run import RunDirectory
 from metabench.tasks.base import ListTaskSampler
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import Trial
 
 TINY: dict[str, Any] = {

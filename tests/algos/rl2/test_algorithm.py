@@ -24,7 +24,7 @@ from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import make_evaluator
-from metabench.tasks.toy import PointGoalEnv
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import RL2Env, Trial
 from tests.factories import policy_parameters, straight_and_resumed
 

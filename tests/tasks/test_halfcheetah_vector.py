@@ -8,13 +8,13 @@ from gymnasium.spaces import Box
 from gymnasium.vector import AutoresetMode
 
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
-from metabench.tasks.halfcheetah import HalfCheetahDirEnv, HalfCheetahVelEnv
-from metabench.vector import make_meta_vec_env
-from metabench.vector.halfcheetah import (
+from metabench.tasks.halfcheetah.envs import HalfCheetahDirEnv, HalfCheetahVelEnv
+from metabench.tasks.halfcheetah.vector import (
     HalfCheetahDirVectorEnv,
     HalfCheetahVectorEnv,
     HalfCheetahVelVectorEnv,
 )
+from metabench.vector import make_meta_vec_env
 
 pytestmark = pytest.mark.mujoco
 

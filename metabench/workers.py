@@ -2,7 +2,7 @@
 worker, close.
 
 :class:`~metabench.vector.sharded.ShardedVectorEnv` and
-:class:`~metabench.vector.halfcheetah.HalfCheetahVectorEnv` each run a loop in their workers
+:class:`~metabench.tasks.halfcheetah.vector.HalfCheetahVectorEnv` each run a loop in their workers
 (their own commands, their own replies); :class:`WorkerPool` holds what the two share:
 
 - starting: one duplex pipe and one daemon process per worker, ``target(conn, parent_ends,

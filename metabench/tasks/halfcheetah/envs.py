@@ -4,6 +4,25 @@ Both subclass Gymnasium's ``HalfCheetah-v5`` (same body, frame skip 5, reset noi
 observation with garage's 20 floats (``qpos[1:]``, ``qvel``, torso centre of mass) and its reward
 with the task's. Only the horizon ends an episode (``truncated``); nothing terminates it.
 Source: ``garage/envs/mujoco/half_cheetah_vel_env.py`` and ``half_cheetah_dir_env.py``.
+
+PEARL's and VariBAD's variants are named protocols of the same envs (``protocol="oyster"`` or
+``"varibad"``; ``"garage"`` is the default and unchanged). oyster's ``rlkit/envs/half_cheetah*.py``
+(commit 44e20fd) and VariBAD's ``environments/mujoco/half_cheetah*.py`` (57e1795) subclass gym's
+``HalfCheetahEnv``, whose ``half_cheetah.xml`` (unchanged since gym's 3c8a68a, 2018) is
+Gymnasium's, with the same frame skip and reset noise. Both compute garage's reward and
+observation; what differs:
+
+- the observation is cast to float32 (their ``_get_obs``), so the observation space is float32;
+- goal velocities are U(0, 3), not garage's U(0, 2);
+- the action path: oyster's ``NormalizedBoxEnv`` clips the policy's action to ``[-1, 1]`` before
+  the physics and the control cost; VariBAD passes the raw action on (its cheetah configs set
+  ``norm_actions_post_sampling = False``), charges the control cost on it, and MuJoCo clamps the
+  actuators' input, as garage's path without ``action_scale`` does;
+- oyster's Cheetah-Dir draws ``2 * Binomial(1, 0.5) - 1`` (garage and VariBAD: a choice of -1
+  and 1), and oyster trains on fixed task lists (:func:`oyster_tasks`).
+
+Both codes' horizon is 200 (oyster's ``max_path_length``, VariBAD's ``max_episode_steps``): the
+``horizon`` keyword, which the benchmark sets.
 """
 
 from __future__ import annotations
@@ -11,7 +30,7 @@ from __future__ import annotations
 import abc
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, get_args
 
 import mujoco
 import numpy as np
@@ -36,6 +55,51 @@ CTRL_COST_WEIGHT = 0.05
 
 OBS_DIM = 20
 
+HalfCheetahProtocol = Literal["garage", "oyster", "varibad"]
+"""Whose variant of the task: garage's (the default), oyster's (PEARL) or VariBAD's (see the
+module doc for how they differ)."""
+
+PROTOCOLS: tuple[str, ...] = get_args(HalfCheetahProtocol)
+
+GARAGE_VELOCITY_RANGE = (0.0, 2.0)
+"""garage's goal velocities (``half_cheetah_vel_env.py``)."""
+
+ORIGINAL_VELOCITY_RANGE = (0.0, 3.0)
+"""oyster's ``np.random.uniform(0.0, 3.0)`` and VariBAD's ``random.uniform(0.0, 3.0)``."""
+
+OYSTER_TASK_COUNTS: Mapping[str, tuple[int, int]] = {
+    "cheetah-vel": (100, 30),
+    "cheetah-dir": (2, 2),
+}
+"""oyster's ``(n_train_tasks, n_eval_tasks)`` in ``configs/cheetah-vel.json`` and
+``configs/cheetah-dir.json``: the first and the last of ``n_tasks`` (130 and 2) tasks
+(``launch_experiment.py``); Cheetah-Dir's train and test tasks are the same two."""
+
+OYSTER_N_TASKS: Mapping[str, int] = {"cheetah-vel": 130, "cheetah-dir": 2}
+"""oyster's ``env_params.n_tasks`` in the same configs."""
+
+OYSTER_VELOCITY_SEED = 1337
+"""oyster's Cheetah-Vel ``sample_tasks`` calls ``np.random.seed(1337)`` first: every run trains
+and tests on the same 130 velocities."""
+
+
+def oyster_tasks(name: str) -> list[Task]:
+    """oyster's fixed task list for ``"cheetah-vel"`` or ``"cheetah-dir"`` (all ``n_tasks`` of
+    them: train on the first, test on the last, :data:`OYSTER_TASK_COUNTS`).
+
+    Cheetah-Vel: ``np.random.seed(1337); np.random.uniform(0.0, 3.0, size=(130,))``;
+    Cheetah-Dir: ``[-1, 1]`` (its ``__init__`` ignores ``sample_tasks``).
+    """
+    if name == "cheetah-vel":
+        state = np.random.RandomState(OYSTER_VELOCITY_SEED)  # oyster's legacy seeded draw
+        velocities = state.uniform(*ORIGINAL_VELOCITY_RANGE, size=(OYSTER_N_TASKS[name],))
+        return [{"velocity": float(v)} for v in velocities]
+    if name == "cheetah-dir":
+        return [{"direction": -1.0}, {"direction": 1.0}]
+    raise ConfigError(
+        f"oyster has no HalfCheetah task list {name!r}: use one of {list(OYSTER_N_TASKS)}"
+    )
+
 
 class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.ABC):
     """Common body of the HalfCheetah task envs: observation, horizon, task protocol; a pickled
@@ -46,6 +110,8 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
         the actuators' ``[-1, 1]`` as garage's ``normalize`` does (see
         :class:`~metabench.tasks.base.ActionScaling`); the control cost is computed on the
         mapped action. garage's and pytorch-maml-rl's MAML setups use 10.
+    :param protocol: whose variant (:data:`HalfCheetahProtocol`); ``"oyster"`` and
+        ``"varibad"`` fix the action path, so they take no ``action_scale``.
     :param kwargs: passed on to Gymnasium's ``HalfCheetahEnv`` (its control cost weight is
         garage's, :data:`CTRL_COST_WEIGHT`).
     """
@@ -58,8 +124,26 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
     }
 
     def __init__(
-        self, horizon: int = 200, action_scale: float | None = None, **kwargs: Any
+        self,
+        horizon: int = 200,
+        action_scale: float | None = None,
+        *,
+        protocol: HalfCheetahProtocol = "garage",
+        **kwargs: Any,
     ) -> None:
+        if protocol not in PROTOCOLS:
+            raise ConfigError(
+                f"{type(self).__name__}'s protocol must be one of "
+                f"{', '.join(map(repr, PROTOCOLS))}, got {protocol!r}"
+            )
+        if protocol != "garage" and action_scale is not None:
+            raise ConfigError(
+                f"protocol={protocol!r} fixes the action path, got action_scale={action_scale!r}: "
+                f"remove action_scale, or use protocol='garage'"
+            )
+        self.protocol = protocol
+        self._float32_obs = protocol != "garage"
+        """oyster's and VariBAD's ``_get_obs`` cast the observation to float32."""
         check_count("horizon", horizon)
         super().__init__(ctrl_cost_weight=CTRL_COST_WEIGHT, **kwargs)
         self.horizon = horizon
@@ -73,6 +157,13 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
             assert isinstance(self.action_space, Box)  # HalfCheetah-v5's [-1, 1]^6
             self.action_scaling = ActionScaling(self.action_space, action_scale)
             self.action_space = self.action_scaling.space
+        if protocol != "garage":
+            self.observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float32)
+        if protocol == "oyster":
+            # rlkit's NormalizedBoxEnv: [-1, 1] onto the actuators' [-1, 1], clipped (garage's
+            # normalize with scale 1 is the same formula, in the same order)
+            assert isinstance(self.action_space, Box)
+            self.action_scaling = ActionScaling(self.action_space, 1.0)
         self._torso_id = self.model.body("torso").id
         self._step_dt = float(self.dt)
         self._task: dict[str, float] | None = None
@@ -172,7 +263,8 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
 
     def _get_obs(self) -> np.ndarray:
         data = self.data
-        return np.concatenate((data.qpos[1:], data.qvel, data.xpos[self._torso_id]))
+        obs = np.concatenate((data.qpos[1:], data.qvel, data.xpos[self._torso_id]))
+        return obs.astype(np.float32) if self._float32_obs else obs
 
     @staticmethod
     @abc.abstractmethod
@@ -183,9 +275,10 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
 class HalfCheetahVelEnv(HalfCheetahTaskEnv):
     """Run forward at a goal velocity: reward ``-|v - goal| - 0.05 |a|^2``.
 
-    :param velocity_range: goal velocities are drawn uniformly from it. garage uses (0, 2), the
-        default; PEARL, ProMP and VariBAD use (0, 3).
-    :param horizon: episode length (200 as in PEARL and garage's MAML benchmark).
+    :param velocity_range: goal velocities are drawn uniformly from it; ``None``: the
+        protocol's, garage's (0, 2) or oyster's and VariBAD's (0, 3) (ProMP's too).
+    :param horizon: episode length (200 as in PEARL, VariBAD and garage's MAML benchmark).
+    :param protocol: whose variant (:data:`HalfCheetahProtocol`).
     :param kwargs: ``action_scale`` and the other arguments of :class:`HalfCheetahTaskEnv`
         (``action_scale=10.0`` is garage's and pytorch-maml-rl's MAML setup).
 
@@ -200,11 +293,23 @@ class HalfCheetahVelEnv(HalfCheetahTaskEnv):
     task_key = "velocity"
 
     def __init__(
-        self, velocity_range: tuple[float, float] = (0.0, 2.0), horizon: int = 200, **kwargs: Any
+        self,
+        velocity_range: tuple[float, float] | None = None,
+        horizon: int = 200,
+        *,
+        protocol: HalfCheetahProtocol = "garage",
+        **kwargs: Any,
     ) -> None:
+        if velocity_range is None:
+            garage = protocol == "garage"
+            velocity_range = GARAGE_VELOCITY_RANGE if garage else ORIGINAL_VELOCITY_RANGE
         low, high = _velocity_range(velocity_range)
-        super().__init__(horizon=horizon, **kwargs)
-        utils.EzPickle.__init__(self, velocity_range, horizon, **kwargs)
+        if protocol == "garage":
+            super().__init__(horizon=horizon, **kwargs)
+            utils.EzPickle.__init__(self, velocity_range, horizon, **kwargs)
+        else:
+            super().__init__(horizon=horizon, protocol=protocol, **kwargs)
+            utils.EzPickle.__init__(self, velocity_range, horizon, protocol=protocol, **kwargs)
         self.velocity_range = (low, high)
 
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
@@ -244,19 +349,30 @@ def _velocity_range(value: Any) -> tuple[float, float]:
 class HalfCheetahDirEnv(HalfCheetahTaskEnv):
     """Run forward (+1) or backward (-1): reward ``direction * v - 0.05 |a|^2``.
 
-    :param horizon: episode length (100 as in the MAML paper and learn2learn).
+    :param horizon: episode length (100 as in the MAML paper and learn2learn; PEARL and VariBAD
+        use 200).
+    :param protocol: whose variant (:data:`HalfCheetahProtocol`).
     :param kwargs: ``action_scale`` and the other arguments of :class:`HalfCheetahTaskEnv`.
     """
 
     task_key = "direction"
 
-    def __init__(self, horizon: int = 100, **kwargs: Any) -> None:
-        super().__init__(horizon=horizon, **kwargs)
-        utils.EzPickle.__init__(self, horizon, **kwargs)
+    def __init__(
+        self, horizon: int = 100, *, protocol: HalfCheetahProtocol = "garage", **kwargs: Any
+    ) -> None:
+        if protocol == "garage":
+            super().__init__(horizon=horizon, **kwargs)
+            utils.EzPickle.__init__(self, horizon, **kwargs)
+        else:
+            super().__init__(horizon=horizon, protocol=protocol, **kwargs)
+            utils.EzPickle.__init__(self, horizon, protocol=protocol, **kwargs)
 
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
         check_n_tasks(n)
         rng = self.np_random if rng is None else rng
+        if self.protocol == "oyster":  # oyster's 2 * binomial(1, p=0.5) - 1
+            directions = 2 * rng.binomial(1, p=0.5, size=n) - 1
+            return [{"direction": float(d)} for d in directions]
         return [{"direction": float(d)} for d in rng.choice((-1.0, 1.0), size=n)]
 
     def _check_task_value(self, value: float) -> None:

@@ -42,7 +42,7 @@ from metabench.tasks.base import (
     check_action,
     check_n_tasks,
 )
-from metabench.tasks.metaworld_lean import make_lean
+from metabench.tasks.metaworld.lean import make_lean
 from metabench.validation import check_count
 
 BENCHMARKS = ("ML1", "ML10", "ML45")
@@ -194,7 +194,7 @@ class MetaWorldTaskEnv(CheckedKeywords, EzPickleWithTask, gym.Env[np.ndarray, np
     :param horizon: episode length, at most Meta-World's ``max_path_length`` (500).
     :param reward_function_version: Meta-World's ``"v2"`` (default) or ``"v1"`` rewards.
     :param render_mode: passed to the Sawyer envs (``"rgb_array"``, ``"human"``, ...).
-    :param lean: step the Sawyer envs with :func:`~metabench.tasks.metaworld_lean.make_lean`'s
+    :param lean: step the Sawyer envs with :func:`~metabench.tasks.metaworld.lean.make_lean`'s
         leaner Python (bit-identical observations, rewards and infos, about 1.5x faster on
         ML10); ``False`` runs Meta-World's code unchanged.
 

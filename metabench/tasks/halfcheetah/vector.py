@@ -69,15 +69,15 @@ from mujoco import rollout as mj_rollout
 
 from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeResetError
 from metabench.tasks.base import Task
-from metabench.tasks.halfcheetah import (
+from metabench.tasks.halfcheetah.envs import (
     CTRL_COST_WEIGHT,
     OBS_DIM,
     HalfCheetahDirEnv,
     HalfCheetahTaskEnv,
     HalfCheetahVelEnv,
 )
-from metabench.validation import check_count
-from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
+from metabench.validation import ConfigError, check_count
+from metabench.workers import WorkerDied, WorkerPool, worker_started
 
 PhysicsBackend = Literal["exact", "rollout"]
 """How :class:`HalfCheetahVectorEnv` steps the physics (see the module doc)."""
@@ -234,7 +234,7 @@ class _Rows:
 
     def _serve(self, conn: Connection, parent_ends: list[Connection]) -> None:
         """A worker process: run commands on its own ``MjData`` until told to exit (or until the
-        parent is gone: :func:`~metabench.vector.workers.worker_started`)."""
+        parent is gone: :func:`~metabench.workers.worker_started`)."""
         worker_started(parent_ends)
         self._data = mujoco.MjData(self._model)
         try:
@@ -611,6 +611,7 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
     :param processes: processes (``"exact"``) or threads (``"rollout"``) to use (``None``: all
         cores).
     :param backend: ``"exact"`` or ``"rollout"`` (see the module doc).
+    :param protocol: ``"garage"`` only (see :func:`_check_protocol`).
     """
 
     def __init__(
@@ -622,7 +623,9 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
         *,
         processes: int | None = None,
         backend: PhysicsBackend = "exact",
+        protocol: str = "garage",
     ) -> None:
+        _check_protocol(type(self).__name__, protocol)
         super().__init__(
             HalfCheetahVelEnv(
                 velocity_range=velocity_range, horizon=horizon, action_scale=action_scale
@@ -639,6 +642,7 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
 
     :param horizon: episode length, shared by all sub-envs (100 as the single env).
     :param action_scale: the single env's action normalisation, applied to every row.
+    :param protocol: ``"garage"`` only (see :func:`_check_protocol`).
     """
 
     def __init__(
@@ -649,12 +653,24 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         *,
         processes: int | None = None,
         backend: PhysicsBackend = "exact",
+        protocol: str = "garage",
     ) -> None:
+        _check_protocol(type(self).__name__, protocol)
         super().__init__(
             HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale),
             num_envs,
             processes=processes,
             backend=backend,
+        )
+
+
+def _check_protocol(name: str, protocol: str) -> None:
+    """Refuse oyster's and VariBAD's protocols: their float32 observation and clipped action path
+    are not in this env's array code, and Gymnasium's vector envs step them as they are."""
+    if protocol != "garage":
+        raise ConfigError(
+            f"{name} steps protocol='garage' only, got protocol={protocol!r}: pass "
+            f"vectorization_mode='sync' to gym.make_vec (Gymnasium's SyncVectorEnv) for it"
         )
 
 

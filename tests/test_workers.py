@@ -8,7 +8,7 @@ from multiprocessing.connection import Connection
 
 import pytest
 
-from metabench.vector.workers import WorkerDied, WorkerPool, worker_started
+from metabench.workers import WorkerDied, WorkerPool, worker_started
 
 
 def echo(conn: Connection, parent_ends: Sequence[Connection], offset: int) -> None:

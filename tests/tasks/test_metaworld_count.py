@@ -5,7 +5,7 @@ test_metaworld_adapter.py)."""
 import pytest
 
 from metabench.evaluation import MetaTestResult, TaskResult
-from metabench.evaluation.metaworld_count import (
+from metabench.tasks.metaworld.count import (
     CountedEpisode,
     first_to_end,
     metaworld_count,

@@ -1,0 +1,114 @@
+"""Task families: each package of :mod:`metabench.tasks` that declares a ``FAMILY`` is one.
+
+A family's package holds its envs, its batched vector env where it has one, its train/test
+splits and any success count of its own. What the rest of metabench needs of it (its ids, its RL2
+defaults, its vector entry points, its kinds of split) it declares in a :class:`TaskFamily` in
+its ``__init__``, as strings, so that registering every id imports none of the families' code
+(MuJoCo and Meta-World load when an env is first made). Registration and the benchmarks' reader
+loop over :func:`task_families`, found rather than listed: a new family is a new folder.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import pkgutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from metabench.tasks.splits import SeedSplit, Split
+
+TASKS_PACKAGE = __name__.rpartition(".")[0]
+TASKS_FOLDER = Path(__file__).parent
+"""Where the families are looked for: the packages of :mod:`metabench.tasks`."""
+
+
+@dataclass(frozen=True)
+class TaskEnvDeclaration:
+    """One task env of a family, registered as ``metabench/<name>-v0`` and
+    ``metabench/RL2-<name>-v0``.
+
+    :param entry_point: ``"module:Class"`` of the task env.
+    :param episodes_per_trial: the RL2 id's default trial length: the benchmark's
+        (``tests/test_registration.py`` checks that they agree with ``envs/*.toml``).
+    :param reward_scale: the RL2 id's default reward scale (RL2-PPO's on the benchmark).
+    :param vector_entry_point: ``"module:Class"`` of a vector env that steps many of these envs
+        as one (``gymnasium.make_vec``'s default for the id), or ``None``.
+    :param steps_in_workers: whether a meta-batch of these envs is stepped in worker processes
+        when a run has several cores (envs slow enough to step that the processes pay; the
+        numbers are the same either way).
+    """
+
+    entry_point: str
+    episodes_per_trial: int
+    reward_scale: float = 1.0
+    vector_entry_point: str | None = None
+    steps_in_workers: bool = False
+
+
+@dataclass(frozen=True)
+class TaskFamily:
+    """What a family declares to the rest of metabench.
+
+    :param envs: its task envs by name.
+    :param splits: its kinds of train/test split (``[split] kind`` in ``envs/*.toml``), each the
+        ``"module:Class"`` of a :class:`~metabench.tasks.splits.Split`; a family without one
+        trains and tests on its envs' own task distribution (``kind = "seed"``).
+    """
+
+    envs: Mapping[str, TaskEnvDeclaration]
+    splits: Mapping[str, str] = field(default_factory=dict)
+
+
+@functools.cache
+def task_families() -> dict[str, TaskFamily]:
+    """Every family of :mod:`metabench.tasks`, by package name, in alphabetical order.
+
+    :raises ValueError: if two families declare the same env name or split kind.
+    """
+    found: dict[str, TaskFamily] = {}
+    for module in sorted(pkgutil.iter_modules([str(TASKS_FOLDER)]), key=lambda m: m.name):
+        if not module.ispkg:
+            continue
+        family = getattr(importlib.import_module(f"{TASKS_PACKAGE}.{module.name}"), "FAMILY", None)
+        if isinstance(family, TaskFamily):
+            found[module.name] = family
+    for kind in ("envs", "splits"):
+        owners: dict[str, str] = {}
+        for package, family in found.items():
+            for name in getattr(family, kind):
+                if name in owners:
+                    raise ValueError(
+                        f"task families {owners[name]} and {package} both declare {name!r} in "
+                        f"their {kind}: rename one"
+                    )
+                owners[name] = package
+    return found
+
+
+def task_envs() -> dict[str, TaskEnvDeclaration]:
+    """Every family's task envs, by name."""
+    return {name: env for family in task_families().values() for name, env in family.envs.items()}
+
+
+def split_kinds() -> dict[str, str]:
+    """Every family's kinds of split, by kind: the ``"module:Class"`` of each (``"seed"``, which
+    every family has, is not among them)."""
+    return {
+        kind: path for family in task_families().values() for kind, path in family.splits.items()
+    }
+
+
+def load_split_class(kind: str) -> type[Split]:
+    """The class of the split kind ``kind``: :class:`~metabench.tasks.splits.SeedSplit` for
+    ``"seed"``, else the one a family declares (importing its module).
+
+    :raises KeyError: for a kind no family declares.
+    """
+    if kind == SeedSplit.kind:
+        return SeedSplit
+    module, _, name = split_kinds()[kind].partition(":")
+    split_class = getattr(importlib.import_module(module), name)
+    assert isinstance(split_class, type) and issubclass(split_class, Split), split_class
+    return split_class

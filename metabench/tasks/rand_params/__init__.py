@@ -1,0 +1,8 @@
+"""Walker-Rand-Params and Hopper-Rand-Params, the random-physics tasks of PEARL and VariBAD, on
+Gymnasium's Walker2d and Hopper (:mod:`~metabench.tasks.rand_params.envs`).
+
+oyster's and VariBAD's variants are the named protocols of each env (``protocol="oyster"`` or
+``"varibad"``); :mod:`metabench.tasks.rand_params.envs` says where they differ, and
+:mod:`metabench.tasks.rand_params.sampling` how a task's parameters are drawn. Nothing loads
+with the package: MuJoCo loads with the envs' module.
+"""
