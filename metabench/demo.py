@@ -1,6 +1,7 @@
 """A first look at metabench: task envs, task samplers and RL2 trials with a random policy.
 
-Run with ``metabench demo`` (or ``make demo``). For a handful of tasks of HalfCheetahVel and of
+Run with ``metabench demo`` (or ``make demo``). For a handful of tasks of every task env of
+every family (:func:`~metabench.tasks.family.task_envs`, with their default arguments) and of
 Meta-World ML10's held-out split, it runs one RL2 trial per task with uniformly random actions
 and prints the return (and success) of every episode of the trial. A random policy does not
 adapt, so the episodes of a trial score alike: the table is the floor a meta-learner must beat.
@@ -20,6 +21,7 @@ from rich.table import Table
 
 from metabench.harness.report import make_console
 from metabench.tasks import SetTaskSampler, Task, TaskSampler
+from metabench.tasks.family import task_envs
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN, EPISODE_SUCCESS
 
 
@@ -38,10 +40,20 @@ class TrialResult:
 def describe_task(task: Task) -> str:
     """A short, human-readable label: ``velocity=1.23`` or ``pick-place-v3 goal (x, y, z)``."""
     if isinstance(task, dict):
-        return ", ".join(f"{key}={value:.2f}" for key, value in task.items())
+        return ", ".join(f"{key}={_short(value)}" for key, value in task.items())
     # A Meta-World task's data is its pickled constructor kwargs; the goal ends ``rand_vec``.
     goal = ", ".join(f"{g:.2f}" for g in pickle.loads(task.data)["rand_vec"][-3:])
     return f"{task.env_name} goal=({goal})"
+
+
+def _short(value: Any) -> str:
+    """A task value in a few characters: a number, a point, or a parameter array's size."""
+    if isinstance(value, (int, float)):
+        return f"{value:.2f}"
+    array = np.asarray(value, dtype=float)
+    if array.ndim == 1 and array.size <= 3:
+        return "(" + ", ".join(f"{v:.2f}" for v in array) + ")"
+    return f"<{array.size} values>"
 
 
 def run_random_trials(
@@ -67,15 +79,15 @@ def run_random_trials(
     for i, task in enumerate(tasks):
         start = time.perf_counter()
         env.reset(seed=seed + i, options={"task": task})
-        returns, successes, steps, done = [], [], 0, False
+        returns, successes, steps, done, has_success = [], [], 0, False, False
         while not done:
             _, _, terminated, truncated, info = env.step(env.action_space.sample())
             steps += 1
             done = terminated or truncated
+            has_success = has_success or "success" in info  # the task env reports one
             if info.get(EPISODE_END):
                 returns.append(info[EPISODE_RETURN])
                 successes.append(info[EPISODE_SUCCESS])
-        has_success = env_id.startswith("ML")
         results.append(
             TrialResult(
                 env_id,
@@ -94,7 +106,7 @@ def run_random_trials(
 def results_table(results: list[TrialResult], episodes_per_trial: int) -> Table:
     table = Table(title="Random policy, one RL2 trial per task (return of each episode)")
     table.add_column("benchmark")
-    table.add_column("task", no_wrap=True)
+    table.add_column("task", no_wrap=True, max_width=44, overflow="ellipsis")
     for k in range(episodes_per_trial):
         table.add_column(f"ep {k + 1}", justify="right")
     table.add_column("success", justify="right")
@@ -120,9 +132,11 @@ def run_demo(
     console = make_console()
     results: list[TrialResult] = []
     with Progress(console=console, transient=True) as progress:
-        results += run_random_trials(
-            "HalfCheetahVel", None, n_tasks, episodes_per_trial, seed, progress, {}
-        )
+        for name, declared in task_envs().items():
+            if not declared.steps_in_workers:  # Meta-World's: ML10's test split below
+                results += run_random_trials(
+                    name, None, n_tasks, episodes_per_trial, seed, progress, {}
+                )
         if metaworld:
             from metabench.tasks.metaworld.envs import MetaWorldTaskSampler
 

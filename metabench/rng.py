@@ -116,6 +116,8 @@ TRAIN_EVALUATION_TASKS = Stream((8,), _EVERY_RUN)
 """Draws the training tasks meta-tested after training."""
 PERIODIC_TASKS = Stream((9,), _EVERY_RUN)
 """Draws the test tasks of the meta-tests during training."""
+TASK_LIST = Stream((10,), _EVERY_RUN)
+"""Draws the fixed list of tasks of a ``[split] kind = "list"`` benchmark (oyster's protocol)."""
 
 STREAMS: tuple[Stream, ...] = (
     ALGORITHM_NUMPY,
@@ -129,6 +131,7 @@ STREAMS: tuple[Stream, ...] = (
     TEST_TASKS,
     TRAIN_EVALUATION_TASKS,
     PERIODIC_TASKS,
+    TASK_LIST,
 )
 """Every stream of a run's seed."""
 

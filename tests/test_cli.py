@@ -1,20 +1,31 @@
 """The ``metabench`` command: demo output and argument errors."""
 
+import re
+
 import pytest
 
 from metabench.cli import COMMANDS, main
 from metabench.demo import run_demo
+from metabench.tasks.family import task_envs
 
 
 @pytest.mark.mujoco
 def test_demo_runs_one_trial_per_task_and_prints_the_table(capsys):
     assert main(["demo", "--no-metaworld", "--tasks", "3", "--episodes-per-trial", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.count("HalfCheetahVel │ velocity=") == 3
+    assert len(re.findall(r"HalfCheetahVel +│ velocity=", out)) == 3
     results = run_demo(n_tasks=2, episodes_per_trial=3, seed=1, metaworld=False)
-    assert [len(r.returns) for r in results] == [3, 3]
-    assert all(r.steps == 3 * 200 for r in results)  # default horizon 200
-    assert results[0].task != results[1].task
+    # every task env of every family but Meta-World's (ML10 is shown from its test split)
+    names = [name for name, env in task_envs().items() if not env.steps_in_workers]
+    assert [r.benchmark for r in results] == [name for name in names for _ in range(2)]
+    assert {"AntDir", "HumanoidDir", "WalkerRandParams", "SparsePointRobot"} <= set(names)
+    assert all(len(r.returns) == 3 for r in results)
+    cheetahs = [r for r in results if r.benchmark == "HalfCheetahVel"]
+    assert all(r.steps == 3 * 200 for r in cheetahs)  # default horizon 200
+    assert cheetahs[0].task != cheetahs[1].task
+    sparse = [r for r in results if r.benchmark == "SparsePointRobot"]
+    assert all(r.successes is not None for r in sparse)  # its env reports success
+    assert all(r.successes is None for r in cheetahs)
 
 
 @pytest.mark.mujoco

@@ -77,6 +77,7 @@ def example(user_specs: UserSpecs, monkeypatch: pytest.MonkeyPatch) -> Build:
 TYPES: dict[str, Callable[[Any], bool]] = {
     "`str`": lambda value: isinstance(value, str),
     "`int`": lambda value: type(value) is int,
+    "`bool`": lambda value: type(value) is bool,
     "`str` or `None`": lambda value: value is None or isinstance(value, str),
     "`dict[str, Any]`": lambda value: (
         isinstance(value, dict) and all(isinstance(key, str) for key in value)
@@ -136,7 +137,7 @@ def test_the_spec_the_example_is_built_on_has_the_documented_members(
     assert values["path"] == str(tmp_path / "specs" / "envs" / f"{short_point_goal}.toml")
     assert values["env_id"] in gym.registry
     assert (values["episodes_per_trial"], values["exploration_episodes"]) == (2, 1)
-    assert values["metaworld"] is None and values["train_sampler"] is None
+    assert not values["steps_in_workers"] and values["train_sampler"] is None
     # [tasks], horizon and the algorithm's env.* setting, as the example builds its env with them
     kwargs = values["train_env_kwargs"]
     assert kwargs == {"goal_range": [-0.5, 0.5], "horizon": 20, "max_step": 0.05}
@@ -148,7 +149,7 @@ def test_the_spec_the_example_is_built_on_has_the_documented_members(
 def test_a_metaworld_spec_has_the_documented_members(example):
     spec, _ = example("ML1-reach")
     values = check_documented_members(spec, seed=0)
-    assert values["metaworld"] == "ML1"
+    assert values["steps_in_workers"] is True and values["batched_vector_env"] is False
     assert values["train_sampler"] is not None and values["train_env_kwargs"]["seed"] == 0
 
 

@@ -11,11 +11,14 @@ from gymnasium.utils.env_checker import check_env
 
 import metabench
 from metabench.harness.algorithms import get_algorithm
-from metabench.harness.benchmarks import get_benchmark
+from metabench.harness.benchmarks import get_benchmark, load_benchmarks
 from metabench.tasks.family import task_envs
 from metabench.wrappers import RL2Env, Trial
 
-FAST = ["HalfCheetahVel", "HalfCheetahDir", "PointGoal"]
+FAST = [
+    "HalfCheetahVel", "HalfCheetahDir", "PointGoal", "PointRobot", "SparsePointRobot", "AntDir",
+    "AntGoal", "HumanoidDir", "WalkerRandParams", "HopperRandParams",
+]  # fmt: skip
 META_WORLD = {"ML1": {"env_name": "reach-v3"}, "ML10": {}, "ML45": {}}
 
 
@@ -56,7 +59,11 @@ def test_rl2_id_kwargs_reach_wrappers_and_task_env():
 @pytest.mark.parametrize("name", sorted(task_envs()))
 def test_rl2_id_defaults_are_the_benchmarks_and_rl2_ppos(name):
     """An RL2 id's trial length is its benchmark's, and its reward scale RL2-PPO's there."""
-    spec = get_benchmark("ML1-reach" if name == "ML1" else name)
+    # the id's own benchmark; the classic suite's are named by protocol, oyster's first
+    names = set(load_benchmarks())
+    spec = get_benchmark(
+        "ML1-reach" if name == "ML1" else name if name in names else f"{name}-oyster"
+    )
     entry = get_algorithm("rl2-ppo")
     declared = task_envs()[name]
     assert gym.spec(f"metabench/RL2-{name}-v0").kwargs == {

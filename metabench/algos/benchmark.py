@@ -37,6 +37,11 @@ class Benchmark(Protocol):
         several cores."""
         ...
 
+    @property
+    def batched_vector_env(self) -> bool:
+        """Whether the task family's batched vector env steps this benchmark's envs."""
+        ...
+
     def train_sampler(self, seed: int) -> TaskSampler | None:
         """The task sampler of meta-training (``None``: the task env's own distribution)."""
         ...

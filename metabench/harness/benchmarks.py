@@ -31,7 +31,13 @@ from metabench.harness.specfiles import (
 from metabench.registration import NAMESPACE, make_task_env
 from metabench.rng import PERIODIC_TASKS, TEST_TASKS, TRAIN_EVALUATION_TASKS
 from metabench.tasks.base import Task, TaskSampler
-from metabench.tasks.family import load_split_class, split_kinds, task_envs
+from metabench.tasks.family import (
+    BUILT_IN_SPLITS,
+    TaskEnvDeclaration,
+    load_split_class,
+    split_kinds,
+    task_envs,
+)
 from metabench.tasks.splits import SeedSplit, Split, SplitKeyError
 
 ALL = "all"
@@ -128,7 +134,9 @@ class BenchmarkSpec:
 
     def train_sampler(self, seed: int) -> TaskSampler | None:
         """Meta-training tasks: ``None`` means the task env's own distribution."""
-        return self.split.train_sampler(self.env_kwargs, seed)
+        return self.split.train_sampler(
+            lambda: make_task_env(self.env_id, **self.train_env_kwargs(seed)), self.env_kwargs, seed
+        )
 
     def test_env_kwargs_for(self, seed: int) -> dict[str, Any]:
         """Task env kwargs of the meta-test of a run seeded ``seed``."""
@@ -226,12 +234,29 @@ class BenchmarkSpec:
         return {**self.env_kwargs, **self.split.env_kwargs("train", seed)}
 
     @property
+    def declaration(self) -> TaskEnvDeclaration | None:
+        """What the task env's family declares of it (``None``: an env of no family)."""
+        return task_envs().get(self.env_id.removeprefix(f"{NAMESPACE}/").removesuffix("-v0"))
+
+    @property
     def steps_in_workers(self) -> bool:
         """Whether the task family steps a meta-batch in worker processes when a run has
-        several cores (:class:`~metabench.tasks.family.TaskEnvDeclaration`)."""
-        name = self.env_id.removeprefix(f"{NAMESPACE}/").removesuffix("-v0")
-        declaration = task_envs().get(name)
-        return declaration is not None and declaration.steps_in_workers
+        several cores."""
+        return self.declaration is not None and self.declaration.steps_in_workers
+
+    @property
+    def batched_vector_env(self) -> bool:
+        """Whether the task family's batched vector env (``gymnasium.make_vec``'s default for
+        the id) steps this benchmark's envs: it has one, for the protocol the benchmark sets."""
+        declared = self.declaration
+        if declared is None or declared.vector_entry_point is None:
+            return False
+        protocols = declared.vector_protocols
+        return (
+            protocols is None
+            or "protocol" not in self.env_kwargs
+            or (self.env_kwargs["protocol"] in protocols)
+        )
 
 
 ENV_SCHEMA = {
@@ -250,9 +275,9 @@ EVALUATION_SCHEMA: Schema = {
 
 
 def split_classes() -> dict[str, type[Split]]:
-    """Every kind of split, ``"seed"`` first, then the families' (their modules load without
-    the families' envs)."""
-    return {kind: load_split_class(kind) for kind in (SeedSplit.kind, *split_kinds())}
+    """Every kind of split, the built-in ones first, then the families' (their modules load
+    without the families' envs)."""
+    return {kind: load_split_class(kind) for kind in (*BUILT_IN_SPLITS, *split_kinds())}
 
 
 def _kinds_taking(key: str, table: str, classes: dict[str, type[Split]]) -> str:
@@ -330,6 +355,11 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
     for key, value in counts.items():
         if value < 1:
             raise spec.error(f"{key} must be at least 1, got {value}", key)
+    chosen = split_class(**{key: split[key] for key in split_class.keys if key in split})
+    try:
+        chosen.check(None if test_tasks == ALL else test_tasks)
+    except SplitKeyError as error:
+        raise spec.error(str(error), error.key, "split") from None
     env_kwargs = dict(top.get("tasks", {}))  # the task distribution, as the env's kwargs
     if "horizon" in top:
         env_kwargs["horizon"] = top["horizon"]
@@ -345,7 +375,7 @@ def benchmark_from_spec(spec: SpecFile) -> BenchmarkSpec:
         n_periodic_test_tasks=evaluation.get("periodic_test_tasks"),
         n_train_evaluation_tasks=evaluation.get("train_tasks", 0),
         metaworld_envs_per_class=evaluation.get("metaworld_envs_per_class"),
-        split=split_class(**{key: split[key] for key in split_class.keys if key in split}),
+        split=chosen,
         reports_success=top.get("reports_success", False),
         description=top["description"],
         source=top["source"],

@@ -125,14 +125,15 @@ def specs_tables() -> tuple[Table, ...]:
     from metabench.harness.benchmarks import load_benchmarks
 
     benchmarks = Table(title="benchmarks (envs/*.toml): --benchmark / --benchmarks")
-    for column in ("name", "env id", "eps/trial", "meta-test episodes", "test tasks"):
+    for column in ("name", "eps/trial", "meta-test episodes", "test tasks"):
         benchmarks.add_column(column, no_wrap=True)
-    benchmarks.add_column("about")
+    benchmarks.add_column("env id, about")  # the id on a line of its own: the names are long
     for name, spec in sorted(load_benchmarks().items()):
         protocol = f"{spec.exploration_episodes} explore + {spec.test_episodes} test"
         tasks = f"{spec.n_test_tasks}{spec.split.test_tasks_note()}"
         benchmarks.add_row(
-            name, spec.env_id, str(spec.episodes_per_trial), protocol, tasks, spec.description,
+            name, str(spec.episodes_per_trial), protocol, tasks,
+            f"{spec.env_id}\n{spec.description}",
         )  # fmt: skip
     algorithms = Table(title="algorithms (baselines/*.toml): --algorithm / --algorithms")
     for column in ("name", "cpus", "budget per profile (env steps; may vary per benchmark)"):

@@ -12,6 +12,7 @@ seed always gives the same tasks and no global random state is touched.
 from __future__ import annotations
 
 import abc
+import copy
 import difflib
 import inspect
 import math
@@ -222,6 +223,74 @@ class EpisodeGuard:
             raise StepBeforeResetError(
                 "step() called before reset() or after the episode ended: call reset() first"
             )
+
+
+class TaskState:
+    """The task protocol of a MuJoCo task env, mixed in before Gymnasium's env: the current task
+    (:attr:`task`, :meth:`set_task`), ``reset``'s ``task`` option, and a task the env draws
+    itself when it has none, drawn again on a seeded reset so that ``reset(seed=s)`` determines
+    every episode that follows (a task given with ``set_task`` is kept). It also starts the
+    episode's step count and :class:`EpisodeGuard`.
+
+    A subclass calls :meth:`_start_task_state` in ``__init__`` and provides ``sample_tasks`` and
+    :meth:`_validated`; :meth:`_use` and :meth:`_public` say how a task is applied and shown.
+    """
+
+    _task: Any
+    _task_drawn: bool
+    _steps: int
+    _guard: EpisodeGuard
+
+    if TYPE_CHECKING:
+
+        def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]: ...
+
+    def _start_task_state(self) -> None:
+        self._task = None
+        self._task_drawn = False
+        """Whether the env drew :attr:`task` itself (a seeded reset draws it again)."""
+        self._steps = 0
+        self._guard = EpisodeGuard()
+
+    @abc.abstractmethod
+    def _validated(self, task: Task) -> Any:
+        """``task`` as the env keeps it, or :class:`InvalidTaskError` saying what to give."""
+
+    def _use(self, task: Any) -> None:
+        """Make ``task`` (validated) the current one (an env whose task is in its model writes
+        it there too)."""
+        self._task = task
+
+    def _public(self, task: Any) -> Task:
+        """``task`` as :attr:`task` and ``info["task"]`` give it: a copy the caller may change."""
+        return copy.deepcopy(task)
+
+    @property
+    def task(self) -> Task | None:
+        """The current task (``None`` until the first ``reset`` or ``set_task``)."""
+        return None if self._task is None else self._public(self._task)
+
+    def set_task(self, task: Task) -> None:
+        """Switch to ``task``; the reward uses it at once."""
+        self._use(self._validated(task))
+        self._task_drawn = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        # an invalid task leaves the env as it was: validated before anything changes
+        given = None if not options or "task" not in options else self._validated(options["task"])
+        obs, info = super().reset(seed=seed, options=options)  # type: ignore[misc]  # the env's
+        if given is not None:
+            self._use(given)
+            self._task_drawn = False
+        elif self._task is None or (seed is not None and self._task_drawn):
+            self._use(self._validated(self.sample_tasks(1)[0]))
+            self._task_drawn = True
+        self._steps = 0
+        self._guard.active = True
+        info["task"] = self.task
+        return obs, info
 
 
 def apply_reset_task(

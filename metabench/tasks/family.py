@@ -17,7 +17,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metabench.tasks.splits import SeedSplit, Split
+from metabench.tasks.splits import ListSplit, SeedSplit, Split
+
+BUILT_IN_SPLITS: dict[str, type[Split]] = {SeedSplit.kind: SeedSplit, ListSplit.kind: ListSplit}
+"""The kinds of split every family has: they draw from the task env's own distribution."""
 
 TASKS_PACKAGE = __name__.rpartition(".")[0]
 TASKS_FOLDER = Path(__file__).parent
@@ -35,6 +38,8 @@ class TaskEnvDeclaration:
     :param reward_scale: the RL2 id's default reward scale (RL2-PPO's on the benchmark).
     :param vector_entry_point: ``"module:Class"`` of a vector env that steps many of these envs
         as one (``gymnasium.make_vec``'s default for the id), or ``None``.
+    :param vector_protocols: the task env's ``protocol`` values the vector env steps (``None``:
+        all); a benchmark of another protocol steps its envs one by one.
     :param steps_in_workers: whether a meta-batch of these envs is stepped in worker processes
         when a run has several cores (envs slow enough to step that the processes pay; the
         numbers are the same either way).
@@ -44,6 +49,7 @@ class TaskEnvDeclaration:
     episodes_per_trial: int
     reward_scale: float = 1.0
     vector_entry_point: str | None = None
+    vector_protocols: tuple[str, ...] | None = None
     steps_in_workers: bool = False
 
 
@@ -93,21 +99,21 @@ def task_envs() -> dict[str, TaskEnvDeclaration]:
 
 
 def split_kinds() -> dict[str, str]:
-    """Every family's kinds of split, by kind: the ``"module:Class"`` of each (``"seed"``, which
-    every family has, is not among them)."""
+    """Every family's own kinds of split, by kind: the ``"module:Class"`` of each (the
+    :data:`BUILT_IN_SPLITS` are not among them)."""
     return {
         kind: path for family in task_families().values() for kind, path in family.splits.items()
     }
 
 
 def load_split_class(kind: str) -> type[Split]:
-    """The class of the split kind ``kind``: :class:`~metabench.tasks.splits.SeedSplit` for
-    ``"seed"``, else the one a family declares (importing its module).
+    """The class of the split kind ``kind``: one of :data:`BUILT_IN_SPLITS`, else the one a
+    family declares (importing its module).
 
     :raises KeyError: for a kind no family declares.
     """
-    if kind == SeedSplit.kind:
-        return SeedSplit
+    if kind in BUILT_IN_SPLITS:
+        return BUILT_IN_SPLITS[kind]
     module, _, name = split_kinds()[kind].partition(":")
     split_class = getattr(importlib.import_module(module), name)
     assert isinstance(split_class, type) and issubclass(split_class, Split), split_class

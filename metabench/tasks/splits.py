@@ -1,11 +1,15 @@
 """Train/test splits: where a benchmark's meta-training tasks and held-out test tasks come from.
 
-A benchmark's ``[split]`` table names a kind. ``"seed"`` (:class:`SeedSplit`) needs nothing of
-a family: training samples the task env's own distribution and the test tasks are drawn from
-it with a stream of the run's seed that training never uses. A family whose tasks come in fixed
-lists (Meta-World's train and test classes) declares a kind of its own, a :class:`Split`
-subclass, in its :class:`~metabench.tasks.family.TaskFamily`; the benchmarks' reader and the
-harness only call the methods below, whatever the family.
+A benchmark's ``[split]`` table names a kind. Two need nothing of a family:
+
+- ``"seed"`` (:class:`SeedSplit`): training samples the task env's own distribution and the test
+  tasks are drawn from it with a stream of the run's seed that training never uses;
+- ``"list"`` (:class:`ListSplit`): PEARL's protocol, a fixed list of tasks drawn once, the first
+  ones for training and the last ones held out.
+
+A family whose tasks come in lists of its own (Meta-World's train and test classes) declares a
+kind of its own, a :class:`Split` subclass, in its :class:`~metabench.tasks.family.TaskFamily`;
+the benchmarks' reader and the harness only call the methods below, whatever the family.
 """
 
 from __future__ import annotations
@@ -15,7 +19,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
-from metabench.tasks.base import Task, TaskSampler
+from metabench.rng import TASK_LIST
+from metabench.tasks.base import ListTaskSampler, Task, TaskSampler
 
 Part = Literal["train", "test"]
 """Which part of a split: meta-training's tasks or the held-out ones."""
@@ -69,8 +74,20 @@ class Split:
         """Task env kwargs the split adds for ``part`` of a run seeded ``seed`` (none here)."""
         return {}
 
-    def train_sampler(self, env_kwargs: Mapping[str, Any], seed: int) -> TaskSampler | None:
-        """The meta-training tasks' sampler; ``None``: the task env's own distribution."""
+    def check(self, n_test_tasks: int | None) -> None:
+        """Refuse ``[split]`` values that cannot work together (``n_test_tasks``: the
+        benchmark's ``test_tasks``, ``None`` for ``"all"``).
+
+        :raises SplitKeyError: naming the key to change.
+        """
+
+    def train_sampler(
+        self, make_env: Callable[[], Any], env_kwargs: Mapping[str, Any], seed: int
+    ) -> TaskSampler | None:
+        """The meta-training tasks' sampler; ``None``: the task env's own distribution.
+
+        :param make_env: builds a task env of meta-training (for a split drawn from its tasks).
+        """
         return None
 
     def test_tasks(
@@ -113,3 +130,57 @@ class SeedSplit(Split):
     """``kind = "seed"``: the task env's own distribution, test tasks drawn per seed."""
 
     kind = "seed"
+
+
+class ListSplit(Split):
+    """``kind = "list"``: ``n_tasks`` tasks drawn once from the task env's distribution, with a
+    stream of the run's seed (:data:`~metabench.rng.TASK_LIST`); the first ``train_tasks`` are
+    meta-training's, drawn with replacement, and the last ``test_tasks`` are held out.
+
+    This is oyster's protocol (PEARL): ``env_params.n_tasks`` tasks made at launch,
+    ``tasks[:n_train_tasks]`` to train and ``tasks[-n_eval_tasks:]`` to test, so that where the
+    counts add up to more than ``n_tasks`` the two overlap (its Cheetah-Dir and Ant-Dir train and
+    test on the same two tasks). Where the original's list is fixed (a seeded draw, or every task
+    there is), the task env's ``listed_tasks(n_tasks)`` gives it; where oyster drew it unseeded,
+    each seed here has its own.
+    """
+
+    kind = "list"
+    keys: ClassVar[Mapping[str, type | tuple[type, ...]]] = {"n_tasks": int, "train_tasks": int}
+    required: ClassVar[Mapping[str, str]] = {
+        "n_tasks": "the number of tasks drawn",
+        "train_tasks": "how many of them, from the first, meta-training uses",
+    }
+
+    def check(self, n_test_tasks: int | None) -> None:
+        n_tasks = self.values["n_tasks"]
+        if self.values["train_tasks"] > n_tasks:
+            raise SplitKeyError("train_tasks", f"train_tasks must be at most n_tasks ({n_tasks})")
+        if n_test_tasks is not None and n_test_tasks > n_tasks:
+            raise SplitKeyError("test_tasks", f"test_tasks must be at most n_tasks ({n_tasks})")
+
+    def _tasks(self, make_env: Callable[[], Any], seed: int) -> list[Task]:
+        """The original's own list where the task env has one (``listed_tasks(n)``: oyster's
+        seeded or enumerated lists), else ``n_tasks`` drawn with the seed's stream."""
+        env, n = make_env(), self.values["n_tasks"]
+        listed = getattr(env, "listed_tasks", None)
+        tasks = None if listed is None else listed(n)
+        return list(env.sample_tasks(n, TASK_LIST.generator(seed)) if tasks is None else tasks)
+
+    def train_sampler(
+        self, make_env: Callable[[], Any], env_kwargs: Mapping[str, Any], seed: int
+    ) -> TaskSampler:
+        tasks = self._tasks(make_env, seed)[: self.values["train_tasks"]]
+        return ListTaskSampler(tasks, replace=True)
+
+    def test_tasks(
+        self,
+        make_env: Callable[[], Any],
+        env_kwargs: Mapping[str, Any],
+        seed: int,
+        n: int | None,
+        rng: np.random.Generator,
+    ) -> list[Task]:
+        if n is None:
+            raise SplitKeyError("test_tasks", 'test_tasks = "all" needs a finite split')
+        return self._tasks(make_env, seed)[-n:]

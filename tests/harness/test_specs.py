@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+from pathlib import Path
 
 import pytest
 
@@ -40,6 +41,10 @@ BANDIT5 = """\
     exploration_episodes = 2
     test_episodes = 3
 """
+
+
+LIST = 'kind = "list"\nn_tasks = 3'
+"""BANDIT5's split made a list of 3 tasks."""
 
 
 def test_every_shipped_file_is_one_benchmark_or_algorithm():
@@ -217,6 +222,10 @@ def test_two_files_with_one_name_are_an_error(user_specs):
         (("[evaluation]\n", "[evaluation]\nrepeat = 2\n"), r":14: unknown key 'repeat' in \[e"),
         (("n_arms = 5", "n_arms = = 5"), r"Bandit5.toml: malformed TOML: .*\(at line 7, column"),
         (("kind = \"seed\"", "kind = \"metaworld\""), r':10: \[split\] kind = "metaworld" needs'),
+        (("kind = \"seed\"", "kind = \"list\""), r':10: \[split\] kind = "list" needs n_tasks'),
+        (("kind = \"seed\"", f"{LIST}\ntrain_tasks = 2"), r":13: test_tasks must be at most n_ta"),
+        (("kind = \"seed\"", f"{LIST}\ntrain_tasks = 0"), r":12: train_tasks must be at least 1"),
+        (("test_tasks = 4", "test_tasks = 4\nn_tasks = 9"), r':12: n_tasks is for kind = "list'),
     ],
 )  # fmt: skip
 def test_a_bad_benchmark_file_names_file_line_and_fix(user_specs, change, message):
@@ -365,10 +374,12 @@ def test_list_shows_every_benchmark_and_algorithm_with_its_description(user_spec
     out = capsys.readouterr().out
     for name, spec in load_benchmarks().items():
         assert name in out and spec.env_id in out
-    (row,) = [line for line in out.splitlines() if "Bandit5" in line]
-    assert [cell.strip() for cell in row.split("│")[1:-1]] == [
-        "Bandit5", "metabench/Bandit-v0", "5", "2 explore + 3 test", "4", "five arms",
+    lines = out.splitlines()
+    (index,) = [i for i, line in enumerate(lines) if "Bandit5" in line]
+    assert [cell.strip() for cell in lines[index].split("│")[1:-1]] == [
+        "Bandit5", "5", "2 explore + 3 test", "4", "metabench/Bandit-v0",
     ]  # fmt: skip
+    assert lines[index + 1].split("│")[-2].strip() == "five arms"
     for name in load_algorithms():
         assert f"│ {name} " in out
     assert "quick 400,000, paper 80,000,000" in out  # maml-trpo's profiles
@@ -495,3 +506,9 @@ def test_training_a_baseline_on_a_benchmark_it_has_no_settings_for_prints_the_no
     with pytest.raises(RunError, match="less than one iteration"):  # stops after the note
         train(settings, console=console)
     assert "note: rl2-ppo-tuned has no settings for Bandit" in console.export_text()
+
+
+def test_the_benchmarks_page_lists_every_shipped_benchmark():
+    page = (Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text()
+    shipped = {path.stem for path in (Path(__file__).parents[2] / "envs").glob("*.toml")}
+    assert shipped and [name for name in sorted(shipped) if f"`{name}`" not in page] == []

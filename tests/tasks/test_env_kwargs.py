@@ -12,12 +12,26 @@ from metabench.tasks.family import task_envs
 from metabench.validation import ConfigError
 
 PUBLIC = {
-    "HalfCheetahVel": ["velocity_range", "horizon", "action_scale", "frame_skip", "render_mode"],
-    "HalfCheetahDir": ["horizon", "action_scale", "frame_skip", "render_mode"],
+    "HalfCheetahVel": [
+        "velocity_range",
+        "horizon",
+        "protocol",
+        "action_scale",
+        "frame_skip",
+        "render_mode",
+    ],
+    "HalfCheetahDir": ["horizon", "protocol", "action_scale", "frame_skip", "render_mode"],
     "ML1": ["env_name", "split", "seed", "horizon", "reward_function_version", "lean"],
     "ML10": ["split", "seed", "horizon", "reward_function_version", "render_mode", "lean"],
     "ML45": ["split", "seed", "horizon", "reward_function_version", "render_mode", "lean"],
     "PointGoal": ["goal_range", "max_step", "horizon"],
+    "PointRobot": ["protocol", "horizon"],
+    "SparsePointRobot": ["protocol", "horizon", "goal_radius"],
+    "AntDir": ["protocol", "horizon", "frame_skip", "render_mode"],
+    "AntGoal": ["protocol", "horizon", "frame_skip", "render_mode"],
+    "HumanoidDir": ["protocol", "horizon", "frame_skip", "render_mode"],
+    "WalkerRandParams": ["protocol", "horizon", "frame_skip", "render_mode"],
+    "HopperRandParams": ["protocol", "horizon", "frame_skip", "render_mode"],
     "Bandit": ["n_arms"],
 }
 """Keyword arguments each task env documents (its own, and for HalfCheetah some of

@@ -19,7 +19,7 @@ from gymnasium.utils.env_checker import check_env
 from scipy import stats
 
 from metabench.errors import InvalidTaskError
-from metabench.tasks.point_robot import (
+from metabench.tasks.point_robot.envs import (
     OYSTER_N_TASKS,
     OYSTER_N_TEST_TASKS,
     OYSTER_N_TRAIN_TASKS,

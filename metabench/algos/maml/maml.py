@@ -272,7 +272,7 @@ class MAML(MetaRLAlgorithm):
             vec_env = make_sharded_task_env(
                 spec.env_id, num_envs, processes=cpus, info_keys=(), **env_kwargs
             )
-        elif gym.spec(spec.env_id).vector_entry_point is not None:
+        elif spec.batched_vector_env:
             # the collector talks to a batched vector env through the same API
             kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"processes": cpus})}
             vec_env = gym.make_vec(

@@ -61,7 +61,7 @@ from metabench.rng import (
     ALGORITHM_TORCH,
     PEARL_TRAIN_TASKS,
 )
-from metabench.tasks.base import SetTaskSampler, Task, TaskSampler
+from metabench.tasks.base import ListTaskSampler, SetTaskSampler, Task, TaskSampler
 from metabench.threads import torch_threads
 from metabench.validation import recorded_config
 
@@ -95,7 +95,10 @@ class PEARL(MetaRLAlgorithm):
 
     :param env: a task env id or a task env factory; its action space must be a bounded Box.
     :param sampler: where the ``n_train_tasks`` training tasks are drawn from (once);
-        ``None``: the task env's own distribution.
+        ``None``: the task env's own distribution. A :class:`ListTaskSampler` with replacement
+        of exactly ``n_train_tasks`` tasks (a ``[split] kind = "list"`` benchmark's, oyster's
+        protocol) gives them all, in its order, as oyster trains on ``tasks[:n_train_tasks]``
+        (a draw would repeat some and leave others out).
     :param config: hyperparameters (``None``: :class:`PEARLConfig`'s defaults).
     :param seed: seeds the training tasks, the networks and every draw.
     :param env_kwargs: passed to the task env.
@@ -153,9 +156,16 @@ class PEARL(MetaRLAlgorithm):
         self._eval_generator = torch.Generator().manual_seed(ALGORITHM_EVALUATION_TORCH.seed(seed))
         if sampler is None:
             sampler = SetTaskSampler(task_env.sample_tasks)
-        self.train_tasks: list[Task] = sampler.sample(
-            config.n_train_tasks, PEARL_TRAIN_TASKS.generator(seed)
-        )
+        if (
+            isinstance(sampler, ListTaskSampler)
+            and sampler.replace
+            and len(sampler.tasks) == config.n_train_tasks
+        ):
+            self.train_tasks: list[Task] = list(sampler.tasks)
+        else:
+            self.train_tasks = sampler.sample(
+                config.n_train_tasks, PEARL_TRAIN_TASKS.generator(seed)
+            )
 
         with torch.random.fork_rng(devices=[]):  # seeded init without touching global state
             torch.manual_seed(int(seed))

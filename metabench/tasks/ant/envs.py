@@ -290,6 +290,13 @@ class AntDirEnv(AntTaskEnv):
             angles = directions[:, 0]
         return [{"angle": float(angle)} for angle in angles]
 
+    def listed_tasks(self, n: int) -> list[Task] | None:
+        """oyster's own list of ``n`` tasks, where it has one: ``forward_backward``'s
+        ``[0, pi]`` (``sample_tasks`` there asserts ``n == 2``); ``None`` otherwise."""
+        if self.protocol == "oyster" and n == 2:
+            return [{"angle": 0.0}, {"angle": math.pi}]
+        return None
+
     def _validated(self, task: Task) -> dict[str, Any]:
         if not isinstance(task, Mapping) or set(task) != {"angle"}:
             raise InvalidTaskError(

@@ -312,6 +312,13 @@ class HalfCheetahVelEnv(HalfCheetahTaskEnv):
             utils.EzPickle.__init__(self, velocity_range, horizon, protocol=protocol, **kwargs)
         self.velocity_range = (low, high)
 
+    def listed_tasks(self, n: int) -> list[Task] | None:
+        """oyster's own list of ``n`` tasks, its 130 seeded velocities (:func:`oyster_tasks`),
+        where it has one; ``None`` otherwise."""
+        if self.protocol == "oyster" and n == OYSTER_N_TASKS["cheetah-vel"]:
+            return oyster_tasks("cheetah-vel")
+        return None
+
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
         check_n_tasks(n)
         rng = self.np_random if rng is None else rng
@@ -374,6 +381,13 @@ class HalfCheetahDirEnv(HalfCheetahTaskEnv):
             directions = 2 * rng.binomial(1, p=0.5, size=n) - 1
             return [{"direction": float(d)} for d in directions]
         return [{"direction": float(d)} for d in rng.choice((-1.0, 1.0), size=n)]
+
+    def listed_tasks(self, n: int) -> list[Task] | None:
+        """oyster's own list of ``n`` tasks, ``[-1, 1]`` (:func:`oyster_tasks`), where it has
+        one; ``None`` otherwise."""
+        if self.protocol == "oyster" and n == OYSTER_N_TASKS["cheetah-dir"]:
+            return oyster_tasks("cheetah-dir")
+        return None
 
     def _check_task_value(self, value: float) -> None:
         if value not in (-1.0, 1.0):

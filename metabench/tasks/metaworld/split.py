@@ -65,7 +65,9 @@ class MetaWorldSplit(Split):
                 raise
             raise SplitKeyError("test_goals_per_class", str(error)) from None
 
-    def train_sampler(self, env_kwargs: Mapping[str, Any], seed: int) -> TaskSampler:
+    def train_sampler(
+        self, make_env: Callable[[], Any], env_kwargs: Mapping[str, Any], seed: int
+    ) -> TaskSampler:
         return self._sampler("train", env_kwargs, seed)
 
     def test_tasks(

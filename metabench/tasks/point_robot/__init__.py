@@ -1,35 +1,18 @@
-"""Point-Robot and Sparse-Point-Robot, the 2-D navigation tasks of PEARL and VariBAD.
+"""Point-Robot and Sparse-Point-Robot, the 2-D navigation tasks of PEARL and VariBAD
+(:mod:`~metabench.tasks.point_robot.envs`).
 
 Each code's variant is a named protocol (``protocol="oyster"`` or ``"varibad"``) of the same two
 envs; :mod:`metabench.tasks.point_robot.envs` says where they differ. No MuJoCo is needed.
 """
 
-from __future__ import annotations
+from metabench.tasks.family import TaskEnvDeclaration, TaskFamily
 
-from metabench.tasks.point_robot.envs import (
-    GOAL_RADIUS,
-    HORIZONS,
-    OYSTER_N_TASKS,
-    OYSTER_N_TEST_TASKS,
-    OYSTER_N_TRAIN_TASKS,
-    PROTOCOLS,
-    PointRobotEnv,
-    Protocol,
-    SparsePointRobotEnv,
-    oyster_goals,
-    oyster_tasks,
+FAMILY = TaskFamily(
+    envs={
+        # oyster's meta-test: 60 steps of 20 (3 episodes); the sparse one's 400 (20 episodes)
+        "PointRobot": TaskEnvDeclaration("metabench.tasks.point_robot.envs:PointRobotEnv", 3),
+        "SparsePointRobot": TaskEnvDeclaration(
+            "metabench.tasks.point_robot.envs:SparsePointRobotEnv", 20
+        ),
+    }
 )
-
-__all__ = [
-    "GOAL_RADIUS",
-    "HORIZONS",
-    "OYSTER_N_TASKS",
-    "OYSTER_N_TEST_TASKS",
-    "OYSTER_N_TRAIN_TASKS",
-    "PROTOCOLS",
-    "PointRobotEnv",
-    "Protocol",
-    "SparsePointRobotEnv",
-    "oyster_goals",
-    "oyster_tasks",
-]

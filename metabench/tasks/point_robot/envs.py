@@ -170,6 +170,13 @@ class PointRobotEnv(CheckedKeywords, EzPickleWithTask, gym.Env[np.ndarray, np.nd
         goals = np.stack([np.cos(angles), np.sin(angles)], axis=1)
         return [{"goal": goal.tolist()} for goal in goals]
 
+    def listed_tasks(self, n: int) -> list[Task] | None:
+        """oyster's own list of ``n`` tasks, its goals drawn after ``np.random.seed(1337)``
+        (:func:`oyster_tasks`), where it has one; ``None`` otherwise."""
+        if self.protocol == "oyster" and n == OYSTER_N_TASKS:
+            return oyster_tasks(self.sparse, n)
+        return None
+
     def set_task(self, task: Task) -> None:
         """Switch to ``task`` (``{"goal": [x, y]}``, any finite point: a meta-test may probe
         outside the training distribution); the reward uses it at once."""

@@ -6,3 +6,15 @@ oyster's and VariBAD's variants are the named protocols of each env (``protocol=
 :mod:`metabench.tasks.rand_params.sampling` how a task's parameters are drawn. Nothing loads
 with the package: MuJoCo loads with the envs' module.
 """
+
+from metabench.tasks.family import TaskEnvDeclaration, TaskFamily
+
+FAMILY = TaskFamily(
+    envs={
+        # oyster's meta-test: 600 steps of 200, 3 episodes
+        f"{robot}RandParams": TaskEnvDeclaration(
+            f"metabench.tasks.rand_params.envs:{robot}RandParamsEnv", 3
+        )
+        for robot in ("Walker", "Hopper")
+    }
+)

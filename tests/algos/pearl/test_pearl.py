@@ -440,3 +440,18 @@ def test_pearl_adapts_on_point_goal():
     print(f"pearl per episode {np.round(per_episode, 2).tolist()}; nop {nop:.2f}")
     assert nop == pytest.approx(-5.0)
     assert result.test_return > nop + 1.0
+
+
+def test_a_fixed_list_of_training_tasks_is_trained_on_whole_and_in_order():
+    """oyster trains on ``tasks[:n_train_tasks]``: a ``[split] kind = "list"`` sampler (with
+    replacement, for meta-batches) of exactly ``n_train_tasks`` tasks gives PEARL all of them;
+    a draw of 3 from 3 with replacement would repeat some."""
+    goals = [{"goal": [0.1 * i, 0.0]} for i in range(3)]
+    config = PEARLConfig(**TINY)
+    algo = PEARL(PointGoalEnv, config=config, seed=0, sampler=ListTaskSampler(goals, replace=True))
+    assert algo.train_tasks == goals
+    drawn = ListTaskSampler(goals, replace=True).sample(3, np.random.default_rng(0))
+    assert len({str(task) for task in drawn}) < 3  # what a draw gives instead, at this seed
+    # without replacement (or of another size) it is still a draw
+    other = PEARL(PointGoalEnv, config=config, seed=0, sampler=ListTaskSampler(goals))
+    assert sorted(map(str, other.train_tasks)) == sorted(map(str, goals))
