@@ -234,6 +234,8 @@ class TaskState:
 
     A subclass calls :meth:`_start_task_state` in ``__init__`` and provides ``sample_tasks`` and
     :meth:`_validated`; :meth:`_use` and :meth:`_public` say how a task is applied and shown.
+    It goes before :class:`EzPickleWithTask` in the bases: Gymnasium's MuJoCo envs are
+    ``EzPickle`` too, so a mixin after it would follow their ``reset`` in the MRO.
     """
 
     _task: Any

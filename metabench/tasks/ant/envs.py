@@ -44,9 +44,9 @@ from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
     CheckedKeywords,
-    EpisodeGuard,
     EzPickleWithTask,
     Task,
+    TaskState,
     check_action,
     check_n_tasks,
     validated_goal,
@@ -94,7 +94,7 @@ OBS_DIM_GOAL = 113
 always zero, included) clipped to ``[-1, 1]`` (oyster's ``AntGoalEnv._get_obs``)."""
 
 
-class AntTaskEnv(CheckedKeywords, EzPickleWithTask, AntEnv, abc.ABC):
+class AntTaskEnv(CheckedKeywords, TaskState, EzPickleWithTask, AntEnv, abc.ABC):
     """Common body of the ant task envs: reward terms, termination, horizon, task protocol; a
     pickled or deep-copied env keeps its task.
 
@@ -157,17 +157,9 @@ class AntTaskEnv(CheckedKeywords, EzPickleWithTask, AntEnv, abc.ABC):
         actuators' ``[-1, 1]``, clipped (garage's ``normalize`` with scale 1 is the same
         formula)."""
         self._torso_id = self.model.body("torso").id
-        self._task: dict[str, Any] | None = None
-        self._task_drawn = False
-        """Whether the env drew :attr:`task` itself (a seeded reset draws it again)."""
-        self._steps = 0
-        self._guard = EpisodeGuard()
+        self._start_task_state()
 
-    # -- task protocol -------------------------------------------------------------------------
-    @property
-    def task(self) -> dict[str, Any] | None:
-        """The current task (``None`` until the first ``reset`` or ``set_task``)."""
-        return None if self._task is None else _copy(self._task)
+    # -- task protocol: TaskState's, with these ----------------------------------------------
 
     @abc.abstractmethod
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
@@ -178,28 +170,7 @@ class AntTaskEnv(CheckedKeywords, EzPickleWithTask, AntEnv, abc.ABC):
     def _validated(self, task: Task) -> dict[str, Any]:
         """``task`` as the env keeps it, or :class:`InvalidTaskError` saying what to give."""
 
-    def set_task(self, task: Task) -> None:
-        """Switch to ``task``; the reward uses it at once."""
-        self._task = self._validated(task)
-        self._task_drawn = False
-
     # -- Gymnasium API -------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        task = None if not options or "task" not in options else self._validated(options["task"])
-        obs, info = super().reset(seed=seed, options=options)
-        if task is not None:
-            self._task, self._task_drawn = task, False
-        elif self._task is None or (seed is not None and self._task_drawn):
-            # a task the env drew itself is drawn again on a seeded reset, so that reset(seed=s)
-            # determines every episode that follows (a task given with set_task is kept)
-            self._task, self._task_drawn = self._validated(self.sample_tasks(1)[0]), True
-        self._steps = 0
-        self._guard.active = True
-        info["task"] = _copy(self._task)
-        return obs, info
-
     def step(  # type: ignore[override]  # MujocoEnv's hint is narrower than what it returns
         self, action: Any
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -365,8 +336,3 @@ class AntGoalEnv(AntTaskEnv):
     def _get_obs(self) -> np.ndarray:
         data = self.data
         return np.concatenate((data.qpos, data.qvel, np.clip(data.cfrc_ext, -1.0, 1.0).ravel()))
-
-
-def _copy(task: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a task that shares no list with the env's own."""
-    return {key: list(value) if isinstance(value, list) else value for key, value in task.items()}

@@ -42,9 +42,9 @@ from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
     CheckedKeywords,
-    EpisodeGuard,
     EzPickleWithTask,
     Task,
+    TaskState,
     check_action,
     check_n_tasks,
 )
@@ -101,7 +101,7 @@ def oyster_tasks(name: str) -> list[Task]:
     )
 
 
-class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.ABC):
+class HalfCheetahTaskEnv(CheckedKeywords, TaskState, EzPickleWithTask, HalfCheetahEnv, abc.ABC):
     """Common body of the HalfCheetah task envs: observation, horizon, task protocol; a pickled
     or deep-copied env keeps its task (:class:`~metabench.tasks.base.EzPickleWithTask`).
 
@@ -166,17 +166,9 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
             self.action_scaling = ActionScaling(self.action_space, 1.0)
         self._torso_id = self.model.body("torso").id
         self._step_dt = float(self.dt)
-        self._task: dict[str, float] | None = None
-        self._task_drawn = False
-        """Whether the env drew :attr:`task` itself (a seeded reset draws it again)."""
-        self._steps = 0
-        self._guard = EpisodeGuard()
+        self._start_task_state()
 
-    # -- task protocol -------------------------------------------------------------------------
-    @property
-    def task(self) -> dict[str, float] | None:
-        """The current task (``None`` until the first ``reset`` or ``set_task``)."""
-        return None if self._task is None else dict(self._task)
+    # -- task protocol: TaskState's, with these ----------------------------------------------
 
     @abc.abstractmethod
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
@@ -185,11 +177,6 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
     @abc.abstractmethod
     def _check_task_value(self, value: float) -> None:
         """Raise :class:`InvalidTaskError` if ``value`` is not a valid task parameter."""
-
-    def set_task(self, task: Task) -> None:
-        """Switch to ``task`` (a dict such as ``{"velocity": 1.5}``); the reward uses it at once."""
-        self._task = self._validated(task)
-        self._task_drawn = False
 
     def _validated(self, task: Task) -> dict[str, float]:
         key = self.task_key
@@ -208,22 +195,6 @@ class HalfCheetahTaskEnv(CheckedKeywords, EzPickleWithTask, HalfCheetahEnv, abc.
         return {key: value}
 
     # -- Gymnasium API -------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        task = None if not options or "task" not in options else self._validated(options["task"])
-        obs, info = super().reset(seed=seed, options=options)
-        if task is not None:
-            self._task, self._task_drawn = task, False
-        elif self._task is None or (seed is not None and self._task_drawn):
-            # a task the env drew itself is drawn again on a seeded reset, so that reset(seed=s)
-            # determines every episode that follows (a task given with set_task is kept)
-            self._task, self._task_drawn = self._validated(self.sample_tasks(1)[0]), True
-        self._steps = 0
-        self._guard.active = True
-        info["task"] = dict(self._task)
-        return obs, info
-
     def step(  # type: ignore[override]  # MujocoEnv's hint is narrower than what it returns
         self, action: Any
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:

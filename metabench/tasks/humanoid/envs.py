@@ -44,9 +44,9 @@ from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
     CheckedKeywords,
-    EpisodeGuard,
     EzPickleWithTask,
     Task,
+    TaskState,
     check_action,
     check_n_tasks,
 )
@@ -81,7 +81,7 @@ HumanoidDirProtocol = Literal["oyster", "varibad"]
 ``[0, 2 pi)``): oyster's clipped ``NormalizedBoxEnv`` or VariBAD's unclipped ``0.4 a``."""
 
 
-class HumanoidDirEnv(CheckedKeywords, EzPickleWithTask, HumanoidEnv):
+class HumanoidDirEnv(CheckedKeywords, TaskState, EzPickleWithTask, HumanoidEnv):
     """Humanoid-Dir: run in a hidden direction ``(cos a, sin a)``, ``a`` uniform in
     ``[0, 2 pi)``; a pickled or deep-copied env keeps its task.
 
@@ -166,17 +166,9 @@ class HumanoidDirEnv(CheckedKeywords, EzPickleWithTask, HumanoidEnv):
         """VariBAD's ``action_scale``: ``action_space.high[0]``, float32 0.4."""
         self.action_space = Box(-1.0, 1.0, shape=actuators.shape, dtype=np.float32)
         self._mass = np.expand_dims(self.model.body_mass, 1)
-        self._task: dict[str, float] | None = None
-        self._task_drawn = False
-        """Whether the env drew :attr:`task` itself (a seeded reset draws it again)."""
-        self._steps = 0
-        self._guard = EpisodeGuard()
+        self._start_task_state()
 
-    # -- task protocol -------------------------------------------------------------------------
-    @property
-    def task(self) -> dict[str, float] | None:
-        """The current task (``None`` until the first ``reset`` or ``set_task``)."""
-        return None if self._task is None else dict(self._task)
+    # -- task protocol: TaskState's, with these ----------------------------------------------
 
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
         """Draw ``n`` directions, angle uniform in ``[0, 2 pi)`` as both codes draw them
@@ -185,28 +177,10 @@ class HumanoidDirEnv(CheckedKeywords, EzPickleWithTask, HumanoidEnv):
         rng = self.np_random if rng is None else rng
         return [{"angle": float(angle)} for angle in rng.uniform(0.0, 2.0 * math.pi, size=n)]
 
-    def set_task(self, task: Task) -> None:
-        """Switch to ``task``; the reward uses it at once."""
-        self._task = _validated(task)
-        self._task_drawn = False
+    def _validated(self, task: Task) -> dict[str, float]:
+        return _validated_direction(task)
 
     # -- Gymnasium API -------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        task = None if not options or "task" not in options else _validated(options["task"])
-        obs, info = super().reset(seed=seed, options=options)
-        if task is not None:
-            self._task, self._task_drawn = task, False
-        elif self._task is None or (seed is not None and self._task_drawn):
-            # a task the env drew itself is drawn again on a seeded reset, so that reset(seed=s)
-            # determines every episode that follows (a task given with set_task is kept)
-            self._task, self._task_drawn = _validated(self.sample_tasks(1)[0]), True
-        self._steps = 0
-        self._guard.active = True
-        info["task"] = dict(self._task)
-        return obs, info
-
     def reset_model(self) -> np.ndarray:
         super().reset_model()
         # the contact forces at the start state, as mujoco-py 1.50's forward() left them
@@ -273,7 +247,7 @@ class HumanoidDirEnv(CheckedKeywords, EzPickleWithTask, HumanoidEnv):
         )
 
 
-def _validated(task: Task) -> dict[str, float]:
+def _validated_direction(task: Task) -> dict[str, float]:
     """``task`` as the env keeps it, or :class:`InvalidTaskError` saying what to give."""
     if not isinstance(task, Mapping) or set(task) != {"angle"}:
         raise InvalidTaskError(

@@ -50,9 +50,9 @@ from gymnasium.spaces import Box, Space
 from metabench.tasks.base import (
     ActionScaling,
     CheckedKeywords,
-    EpisodeGuard,
     EzPickleWithTask,
     Task,
+    TaskState,
     check_action,
     check_n_tasks,
 )
@@ -107,7 +107,7 @@ _FIXED_KEYWORDS: Mapping[str, str] = {
 }
 
 
-class RandParamsEnv(CheckedKeywords, EzPickleWithTask):
+class RandParamsEnv(CheckedKeywords, TaskState, EzPickleWithTask):
     """Common body of the Rand-Params envs, mixed in before Gymnasium's env: the task protocol,
     the reward, the horizon and the action path; a pickled or deep-copied env keeps its task and
     so its model's parameters.
@@ -162,61 +162,32 @@ class RandParamsEnv(CheckedKeywords, EzPickleWithTask):
         ``[-1, 1]``, clipped."""
         self.nominal = nominal_parameters(self.model)
         """The randomised fields as loaded, which every task scales."""
-        self._task: dict[str, np.ndarray] | None = None
-        self._task_drawn = False
-        """Whether the env drew :attr:`task` itself (a seeded reset draws it again)."""
-        self._steps = 0
-        self._guard = EpisodeGuard()
+        self._start_task_state()
 
     def _initialize_simulation(self) -> tuple[mujoco.MjModel, mujoco.MjData]:
         model, data = super()._initialize_simulation()  # type: ignore[misc]
         model.opt.timestep = TIMESTEP
         return model, data
 
-    # -- task protocol -------------------------------------------------------------------------
-    @property
-    def task(self) -> dict[str, Any] | None:
-        """The current task (``None`` until the first ``reset`` or ``set_task``)."""
-        if self._task is None:
-            return None
-        return {name: values.tolist() for name, values in self._task.items()}
+    # -- task protocol: TaskState's, with these ----------------------------------------------
+    def _public(self, task: dict[str, np.ndarray]) -> dict[str, Any]:
+        return {name: values.tolist() for name, values in task.items()}
 
     def sample_tasks(self, n: int, rng: np.random.Generator | None = None) -> list[Task]:
         """Draw ``n`` tasks as ``rand_param_envs`` does (``rng`` defaults to ``np_random``)."""
         check_n_tasks(n)
         return sample_parameters(self.nominal, n, self.np_random if rng is None else rng)
 
-    def set_task(self, task: Task) -> None:
-        """Switch to ``task``: its parameters are written into the model at once."""
-        self._apply(validated_parameters(task, self.nominal, type(self).__name__))
-        self._task_drawn = False
+    def _validated(self, task: Task) -> dict[str, np.ndarray]:
+        return validated_parameters(task, self.nominal, type(self).__name__)
 
-    def _apply(self, arrays: dict[str, np.ndarray]) -> None:
+    def _use(self, arrays: dict[str, np.ndarray]) -> None:
+        """Write the task's parameters into the model at once."""
         for name in RAND_PARAMS:
             getattr(self.model, name)[:] = arrays[name]
         self._task = arrays
 
     # -- Gymnasium API -------------------------------------------------------------------------
-    def reset(
-        self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
-        given = None
-        if options and "task" in options:
-            given = validated_parameters(options["task"], self.nominal, type(self).__name__)
-        obs, info = super().reset(seed=seed, options=options)  # type: ignore[misc]
-        if given is not None:
-            self._apply(given)
-            self._task_drawn = False
-        elif self._task is None or (seed is not None and self._task_drawn):
-            # a task the env drew itself is drawn again on a seeded reset, so that reset(seed=s)
-            # determines every episode that follows (a task given with set_task is kept)
-            self.set_task(self.sample_tasks(1)[0])
-            self._task_drawn = True
-        self._steps = 0
-        self._guard.active = True
-        info["task"] = self.task
-        return obs, info
-
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         self._guard.check()
         action = check_action(action, self.action_space)
