@@ -309,6 +309,22 @@ def apply_reset_task(
         env._task_drawn = True  # type: ignore[attr-defined]
 
 
+def validated_angle(task: Task, env_name: str) -> dict[str, float]:
+    """A ``{"angle": radians}`` task as a direction task env keeps it (Ant-Dir, Humanoid-Dir), or
+    :class:`InvalidTaskError` naming the env (``env_name``) and what a valid task looks like."""
+    if not isinstance(task, Mapping) or set(task) != {"angle"}:
+        raise InvalidTaskError(
+            f"{env_name} expects a task like {{'angle': <radians>}}, got {task!r}; "
+            f"use env.sample_tasks(n) to make valid tasks"
+        )
+    angle = task["angle"]
+    if isinstance(angle, bool) or not isinstance(angle, (int, float, np.number)):
+        raise InvalidTaskError(f"task['angle'] must be a number (radians), got {angle!r}")
+    if not math.isfinite(angle):
+        raise InvalidTaskError(f"task['angle'] must be finite, got {angle}")
+    return {"angle": float(angle)}
+
+
 def validated_goal(task: Task, env_name: str) -> np.ndarray:
     """The goal of a ``{"goal": [x, y]}`` task, or :class:`InvalidTaskError` naming the env
     (``env_name``) and what a valid task looks like (the goal tasks of the point robots and

@@ -40,7 +40,6 @@ from gymnasium import utils
 from gymnasium.envs.mujoco.ant_v5 import AntEnv
 from gymnasium.spaces import Box
 
-from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
     CheckedKeywords,
@@ -49,6 +48,7 @@ from metabench.tasks.base import (
     TaskState,
     check_action,
     check_n_tasks,
+    validated_angle,
     validated_goal,
 )
 from metabench.validation import ConfigError, check_count
@@ -269,17 +269,7 @@ class AntDirEnv(AntTaskEnv):
         return None
 
     def _validated(self, task: Task) -> dict[str, Any]:
-        if not isinstance(task, Mapping) or set(task) != {"angle"}:
-            raise InvalidTaskError(
-                f"AntDirEnv expects a task like {{'angle': <radians>}}, got {task!r}; "
-                f"use env.sample_tasks(n) to make valid tasks"
-            )
-        angle = task["angle"]
-        if isinstance(angle, bool) or not isinstance(angle, (int, float, np.number)):
-            raise InvalidTaskError(f"task['angle'] must be a number (radians), got {angle!r}")
-        if not math.isfinite(angle):
-            raise InvalidTaskError(f"task['angle'] must be finite, got {angle}")
-        return {"angle": float(angle)}
+        return validated_angle(task, type(self).__name__)
 
     def _task_reward(self, xy_before: np.ndarray, xy_after: np.ndarray) -> float:
         assert self._task is not None

@@ -40,7 +40,6 @@ from gymnasium import utils
 from gymnasium.envs.mujoco.humanoid_v5 import HumanoidEnv
 from gymnasium.spaces import Box
 
-from metabench.errors import InvalidTaskError
 from metabench.tasks.base import (
     ActionScaling,
     CheckedKeywords,
@@ -49,6 +48,7 @@ from metabench.tasks.base import (
     TaskState,
     check_action,
     check_n_tasks,
+    validated_angle,
 )
 from metabench.validation import ConfigError, check_count
 
@@ -178,7 +178,7 @@ class HumanoidDirEnv(CheckedKeywords, TaskState, EzPickleWithTask, HumanoidEnv):
         return [{"angle": float(angle)} for angle in rng.uniform(0.0, 2.0 * math.pi, size=n)]
 
     def _validated(self, task: Task) -> dict[str, float]:
-        return _validated_direction(task)
+        return validated_angle(task, type(self).__name__)
 
     # -- Gymnasium API -------------------------------------------------------------------------
     def reset_model(self) -> np.ndarray:
@@ -245,18 +245,3 @@ class HumanoidDirEnv(CheckedKeywords, TaskState, EzPickleWithTask, HumanoidEnv):
                 data.cfrc_ext.flat,
             )
         )
-
-
-def _validated_direction(task: Task) -> dict[str, float]:
-    """``task`` as the env keeps it, or :class:`InvalidTaskError` saying what to give."""
-    if not isinstance(task, Mapping) or set(task) != {"angle"}:
-        raise InvalidTaskError(
-            f"HumanoidDirEnv expects a task like {{'angle': <radians>}}, got {task!r}; "
-            f"use env.sample_tasks(n) to make valid tasks"
-        )
-    angle = task["angle"]
-    if isinstance(angle, bool) or not isinstance(angle, (int, float, np.number)):
-        raise InvalidTaskError(f"task['angle'] must be a number (radians), got {angle!r}")
-    if not math.isfinite(angle):
-        raise InvalidTaskError(f"task['angle'] must be finite, got {angle}")
-    return {"angle": float(angle)}
