@@ -336,7 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a grid of benchmarks x algorithms x seeds and print the results table",
         description=(
             "Run every cell of the grid (one metabench train per benchmark, algorithm and seed) "
-            "on this machine or a Ray cluster, skip cells that already have a result, record "
+            "on this machine or a Ray cluster, skip cells that already have a result (stop at one "
+            "of other settings; extend one of a smaller budget), record "
             "failing cells and go on, then write <results>/README.md and print the table. Run "
             "the same command again to finish an interrupted grid."
         ),

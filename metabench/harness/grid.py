@@ -16,20 +16,23 @@ progress bar, which rich draws only on a terminal.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from metabench.analysis.generated import check_generated
 from metabench.atomic import atomic_write_json
+from metabench.errors import RunError
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.cells import PLAN_FILE, Cell, run_cell  # noqa: F401 - run_cell re-exported
-from metabench.harness.run import RunDirectory
+from metabench.harness.provenance import algorithm_record
+from metabench.harness.run import RunDirectory, benchmark_for
 from metabench.harness.schedule import MetaTestSchedule
 
 if TYPE_CHECKING:
@@ -111,12 +114,12 @@ def write_plan(folder: Path, cells: Sequence[Cell]) -> None:
 
 
 def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dict[Cell, str | None]:
-    """Run every cell that has no (intact) result yet on ``executor``, with one progress bar
-    (one line per finished cell off a terminal).
+    """Run every cell that has no (intact) result yet, or a smaller budget than the cell's, on
+    ``executor``, with one progress bar (one line per finished cell off a terminal).
 
     :raises RunError: before any cell runs, naming a ``README.md`` or ``summary.csv`` of the
         user's in the grid's results folder, which the tables written after the grid would
-        have to replace.
+        have to replace, or a finished cell whose run had other settings than the cell's.
     """
     folder = grid_folder(cells)
     if folder is not None:
@@ -130,6 +133,17 @@ def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dic
             todo.append(cell)
             if run.set_aside:
                 console.print(f"{cell.label}: corrupt result.json set aside, re-running the cell")
+        else:
+            recorded = run.read_config() or {}
+            differing = _other_settings(cell, recorded)
+            if differing:
+                raise RunError(
+                    f"{cell.out} holds a result of other settings than the grid's (differs in: "
+                    f"{', '.join(differing)}): pass another --results folder, or delete "
+                    f"{cell.out} to run the cell again"
+                )
+            if cell.steps > recorded.get("env_steps_budget", cell.steps):
+                todo.append(cell)  # a larger budget: `train` extends the finished run
     outcome: dict[Cell, str | None] = {cell: None for cell in cells if cell not in todo}
     if len(todo) < len(cells):
         console.print(f"{len(cells) - len(todo)} of {len(cells)} cells already have a result")
@@ -159,6 +173,22 @@ def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dic
     for cell in failed:
         console.print(f"  {cell.label}: {outcome[cell]} (see {cell.out / 'error.json'})")
     return outcome
+
+
+def _other_settings(cell: Cell, recorded: dict[str, Any]) -> list[str]:
+    """What the finished run in ``cell.out`` recorded differently from what the cell would run
+    now, but its budget: the hyperparameters and task env arguments the spec files give, and a
+    plug-in's spec file (so a grid run again after a spec file changed does not pass the old
+    results off as the new settings')."""
+    spec = benchmark_for(cell.benchmark, cell.algorithm)
+    entry = get_algorithm(cell.algorithm)
+    now = {
+        "hyperparameters": entry.hyperparameters(spec, dict(cell.overrides)),
+        "env_kwargs": spec.train_env_kwargs(cell.seed),
+        "algorithm_spec": algorithm_record(entry),
+    }
+    now = json.loads(json.dumps(now))  # as config.json reads back
+    return sorted(key for key, value in now.items() if recorded.get(key) != value)
 
 
 def _state(error: str | None) -> str:

@@ -1,10 +1,12 @@
 """``metabench bench``: planning a grid, isolating failing cells, skipping finished ones."""
 
+import dataclasses
 import json
 
 import pytest
 
 from metabench.cli import main
+from metabench.errors import RunError
 from metabench.harness.executors import LocalExecutor
 from metabench.harness.grid import plan, run_grid
 from metabench.harness.report import make_console
@@ -88,3 +90,23 @@ def test_bench_into_an_unwritable_results_folder_is_a_one_line_error(tmp_path, c
         err.startswith(f"metabench: error: cannot write to {blocker / 'x'}") and "--results" in err
     )
     assert err.count("\n") == 1
+
+
+def test_a_finished_cell_of_other_settings_stops_the_grid_and_a_larger_budget_extends_it(
+    tmp_path,
+):
+    """A spec file changed since the grid ran: its finished cells are not passed off as the new
+    settings' (``train`` refuses such a directory too); a larger --steps extends them."""
+    (planned,) = plan(["Bandit"], ["rl2-ppo"], [0], "quick", tmp_path)
+    cell = dataclasses.replace(planned, steps=300)  # two iterations
+    run_grid([cell], LocalExecutor(1), make_console())
+    finished_at = (cell.out / "result.json").stat().st_mtime_ns
+    changed = dataclasses.replace(cell, overrides=(*cell.overrides, ("n_epochs", 1)))
+    with pytest.raises(RunError, match=r"holds a result of other settings .*differs in: hyperpa"):
+        run_grid([changed], LocalExecutor(1), make_console())
+    assert (cell.out / "result.json").stat().st_mtime_ns == finished_at
+    longer = dataclasses.replace(cell, steps=cell.steps * 2)
+    assert run_grid([longer], LocalExecutor(1), make_console()) == {longer: None}
+    result = json.loads((cell.out / "result.json").read_text())
+    assert result["config"]["env_steps_budget"] == cell.steps * 2
+    assert len(list(cell.out.glob("result-*-steps.json"))) == 1  # the shorter run, set aside
