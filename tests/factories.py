@@ -179,7 +179,12 @@ def make_result(
         tasks=task_results,
     )
     return {
-        "config": {"benchmark": benchmark, "algorithm": algorithm, "seed": seed},
+        "config": {
+            "benchmark": benchmark,
+            "env_id": f"metabench/{benchmark}-v0",
+            "algorithm": algorithm,
+            "seed": seed,
+        },
         "provenance": {},
         "env_steps": env_steps,
         "wall_time_s": wall_time_s,

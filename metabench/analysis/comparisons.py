@@ -26,6 +26,7 @@ from metabench.analysis.stats import (
     group_runs,
     seeded_global_rng,
 )
+from metabench.tasks.family import declaration_of
 
 __all__ = [
     "COMPARISON_RESAMPLES",
@@ -154,6 +155,11 @@ def _runs_score(runs: Sequence[Result], success: bool) -> np.ndarray:
     return np.array([a["test_return"] for a in aggregates], dtype=np.float64)
 
 
+def _scored_by_success(env_id: str) -> bool:
+    declared = declaration_of(env_id)
+    return declared is not None and declared.score == "success"
+
+
 def _benchmark_of(groups: Mapping[str, Sequence[Result]]) -> str | None:
     """The one benchmark the runs of ``groups`` belong to (``None`` without runs)."""
     names = {str(run["config"]["benchmark"]) for runs in groups.values() for run in runs}
@@ -166,8 +172,9 @@ def benchmark_scores(groups: Mapping[str, Sequence[Result]]) -> tuple[str, dict[
     """One score per run of each algorithm of one benchmark (``groups``: by algorithm, as
     :func:`group_runs` gives them), and what the score is, in words (its 0 and 1 included).
 
-    * Meta-test success (:func:`episode_success_rate`) where every run reports it
-      (:data:`SUCCESS_LABEL`).
+    * Meta-test success (:func:`episode_success_rate`) where every run reports it and its task
+      family scores by success (Meta-World's: ``TaskEnvDeclaration.score``;
+      :data:`SUCCESS_LABEL`). Elsewhere success is a side measure and the return is the score.
     * Otherwise the post-adaptation return, on the benchmark's fixed scale where
       :data:`RETURN_SCALES` has one, else as it is (:data:`RAW_RETURN_LABEL`). Either way a
       run's score depends on that run alone, never on the other rows present. A scale whose 1
@@ -180,6 +187,7 @@ def benchmark_scores(groups: Mapping[str, Sequence[Result]]) -> tuple[str, dict[
     benchmark = _benchmark_of(groups)
     success = all(
         episode_success_rate(run["metatest"]["aggregate"]) is not None
+        and _scored_by_success(str(run["config"].get("env_id", "")))
         for runs in groups.values()
         for run in runs
     )

@@ -28,15 +28,15 @@ from metabench.harness.specfiles import (
     find_line,
     read_specs,
 )
-from metabench.registration import NAMESPACE, make_task_env
+from metabench.registration import make_task_env
 from metabench.rng import PERIODIC_TASKS, TEST_TASKS, TRAIN_EVALUATION_TASKS
 from metabench.tasks.base import Task, TaskSampler
 from metabench.tasks.family import (
     BUILT_IN_SPLITS,
     TaskEnvDeclaration,
+    declaration_of,
     load_split_class,
     split_kinds,
-    task_envs,
 )
 from metabench.tasks.splits import SeedSplit, Split, SplitKeyError
 
@@ -236,7 +236,7 @@ class BenchmarkSpec:
     @property
     def declaration(self) -> TaskEnvDeclaration | None:
         """What the task env's family declares of it (``None``: an env of no family)."""
-        return task_envs().get(self.env_id.removeprefix(f"{NAMESPACE}/").removesuffix("-v0"))
+        return declaration_of(self.env_id)
 
     @property
     def steps_in_workers(self) -> bool:

@@ -16,6 +16,7 @@ import pkgutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from metabench.tasks.splits import ListSplit, SeedSplit, Split
 
@@ -40,6 +41,10 @@ class TaskEnvDeclaration:
         as one (``gymnasium.make_vec``'s default for the id), or ``None``.
     :param vector_protocols: the task env's ``protocol`` values the vector env steps (``None``:
         all); a benchmark of another protocol steps its envs one by one.
+    :param score: what its benchmarks publish as their measure, and what comparisons score
+        runs by: ``"return"``, or ``"success"`` (Meta-World's). A success that is only a side
+        measure (PointGoal's: within one step of the goal, which a wandering policy reaches more
+        often than one that stops short) is not a score.
     :param steps_in_workers: whether a meta-batch of these envs is stepped in worker processes
         when a run has several cores (envs slow enough to step that the processes pay; the
         numbers are the same either way).
@@ -50,6 +55,7 @@ class TaskEnvDeclaration:
     reward_scale: float = 1.0
     vector_entry_point: str | None = None
     vector_protocols: tuple[str, ...] | None = None
+    score: Literal["return", "success"] = "return"
     steps_in_workers: bool = False
 
 
@@ -96,6 +102,12 @@ def task_families() -> dict[str, TaskFamily]:
 def task_envs() -> dict[str, TaskEnvDeclaration]:
     """Every family's task envs, by name."""
     return {name: env for family in task_families().values() for name, env in family.envs.items()}
+
+
+def declaration_of(env_id: str) -> TaskEnvDeclaration | None:
+    """What a family declares of the task env registered as ``env_id``
+    (``"metabench/<name>-v0"``); ``None`` for an env of no family (a plug-in's)."""
+    return task_envs().get(env_id.removeprefix("metabench/").removesuffix("-v0"))
 
 
 def split_kinds() -> dict[str, str]:

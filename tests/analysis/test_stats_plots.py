@@ -20,6 +20,7 @@ from scipy import stats
 
 from metabench.analysis import plots
 from metabench.analysis.comparisons import (
+    RAW_RETURN_LABEL,
     benchmark_scores,
     compare,
     comparison_markdown,
@@ -216,22 +217,22 @@ def test_a_setting_label_names_a_different_meta_test_protocol() -> None:
     assert set(group_runs([one, three])) == {("B", "x (2+1 episodes)"), ("B", "x (2+3 episodes)")}
 
 
-def success_runs(algorithm: str, rates: list[float]) -> list[dict]:
-    """Seeds with 4 tasks each; ``rates[s]`` of them succeed in their test episode."""
+def success_runs(algorithm: str, rates: list[float], metaworld: bool = True) -> list[dict]:
+    """Seeds with 4 tasks each; ``rates[s]`` of them succeed in their test episode; of ML1
+    (``metaworld``) or of PointGoal."""
     out = []
     for seed, rate in enumerate(rates):
         n_ok = round(rate * 4)
         successes = [[False, i < n_ok] for i in range(4)]
-        out.append(
-            make_result(
-                "ML1",
-                algorithm,
-                seed,
-                [[0.0, float(seed)] for _ in range(4)],
-                exploration_episodes=1,
-                successes=successes,
-            )
+        run = make_result(
+            "ML1" if metaworld else "PointGoal",
+            algorithm,
+            seed,
+            [[0.0, float(seed)] for _ in range(4)],
+            exploration_episodes=1,
+            successes=successes,
         )
+        out.append(run)
     return out
 
 
@@ -599,6 +600,15 @@ def with_returns(benchmark: str, algorithm: str, returns: list[float]) -> list[d
 def test_benchmark_scores_use_success_where_every_run_reports_it() -> None:
     label, scores = benchmark_scores({"rl2": success_runs("rl2", [0.25, 0.75])})
     assert label.startswith("meta-test success") and scores["rl2"].tolist() == [0.25, 0.75]
+
+
+def test_success_is_the_score_only_where_the_benchmark_publishes_it() -> None:
+    """PointGoal's success (within one step of the goal) rewards wandering: its runs are scored
+    by their return even though every one reports success."""
+    runs = success_runs("wanderer", [0.75, 1.0], metaworld=False)
+    label, scores = benchmark_scores({"wanderer": runs})
+    assert label == RAW_RETURN_LABEL
+    assert scores["wanderer"].tolist() == [r["metatest"]["aggregate"]["test_return"] for r in runs]
 
 
 def test_compare_tables_label_seeds_and_leave_out_single_seeds() -> None:

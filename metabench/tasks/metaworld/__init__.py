@@ -18,6 +18,7 @@ FAMILY = TaskFamily(
             f"metabench.tasks.metaworld.envs:{name}Env",
             episodes_per_trial=10,
             reward_scale=0.1,
+            score="success",
             steps_in_workers=True,
         )
         for name in ("ML1", "ML10", "ML45")
