@@ -199,6 +199,9 @@ class Layer:
     values: Mapping[str, Any]
     where: str
     places: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    typed: bool = False
+    """Whether the values come with their types (a TOML file, Python), so that a string is a
+    string and never text read as a number or a bool; ``False``: the command line's text."""
 
     def place(self, name: str) -> str:
         return self.places.get(name, self.where)
@@ -219,7 +222,7 @@ def resolve_config(cls: type[T], layers: Sequence[Layer]) -> T:
                     f"{layer.place(name)}: unknown hyperparameter {name!r} of {cls.__name__}; "
                     f"valid: {', '.join(sorted(fields))}"
                 )
-            values[name] = parse_value(fields[name], value, layer.place(name))
+            values[name] = parse_value(fields[name], value, layer.place(name), text=not layer.typed)
     return cls(**values)
 
 
@@ -247,11 +250,14 @@ def recorded_config(config: Any) -> dict[str, Any]:
 _TRUE, _FALSE = ("true",), ("false",)
 
 
-def parse_value(field: Field, value: Any, where: str) -> Any:
-    """``value`` checked (and normalised) for ``field``; a string (from the command line) is
-    read as the field's type. Raises :class:`ConfigError` saying ``where``."""
+def parse_value(field: Field, value: Any, where: str, text: bool = True) -> Any:
+    """``value`` checked (and normalised) for ``field``; with ``text`` (the command line's) a
+    string is read as the field's type, without (a TOML file's typed value) a string is only a
+    string: ``meta_batch_size = "8"`` is an error there. Raises :class:`ConfigError` saying
+    ``where``."""
     try:
-        parsed = _parse(field.kind, value)
+        typed_text = not text and isinstance(value, str) and not _takes_strings(field.kind)
+        parsed = _INVALID if typed_text else _parse(field.kind, value)
     except (TypeError, ValueError):
         parsed = _INVALID
     if parsed is not _INVALID and not _within(field, parsed):
@@ -262,6 +268,17 @@ def parse_value(field: Field, value: Any, where: str) -> Any:
 
 
 _INVALID: Any = object()
+
+
+def _takes_strings(kind: Any) -> bool:
+    """Whether a field of ``kind`` holds strings (``str``, a ``Literal`` of them, a union with
+    one), so that a typed string value is one of its values rather than text to read."""
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        return any(_takes_strings(option) for option in typing.get_args(kind))
+    if origin is Literal:
+        return any(isinstance(arg, str) for arg in typing.get_args(kind))
+    return kind is str
 
 
 def _parse(kind: Any, value: Any) -> Any:

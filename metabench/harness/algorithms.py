@@ -175,9 +175,11 @@ class AlgorithmEntry:
         defaults = implementation.defaults(spec)
         layers = [Layer(defaults, f"{self.name}'s defaults")]
         if self.defaults is not None:
-            layers.append(Layer(self.defaults.values, self.defaults.where, self.defaults.places))
+            layers.append(
+                Layer(self.defaults.values, self.defaults.where, self.defaults.places, typed=True)
+            )
         layers += [
-            Layer(setting.values, setting.where, setting.places)
+            Layer(setting.values, setting.where, setting.places, typed=True)
             for setting in self.settings_for(spec.name)
         ]
         layers.append(Layer(overrides, where, places or {}))

@@ -57,6 +57,18 @@ def check_implementation(implementation: Implementation, where: str) -> None:
             f"{where}: its config is {reprlib.repr(config)}, not a dataclass: pass a frozen "
             f"dataclass of metabench.validation.option fields"
         )
+    if not config.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+        raise SpecError(
+            f"{where}: its config {config.__name__} is not frozen: declare it "
+            f"@dataclasses.dataclass(frozen=True), so that a run's hyperparameters cannot change"
+        )
+    plain = [field.name for field in dataclasses.fields(config) if "doc" not in field.metadata]
+    if plain:
+        raise SpecError(
+            f"{where}: {config.__name__}.{plain[0]} is a plain dataclass field: declare it with "
+            f"metabench.validation.option(default, doc, low=..., high=...), so that metabench "
+            f"can document it and refuse bad values before a run starts"
+        )
     if algorithm.from_benchmark.__func__ is MetaRLAlgorithm.from_benchmark.__func__:  # type: ignore[attr-defined]
         function: Any = algorithm  # the default from_benchmark calls the constructor
         call = "__init__(env, sampler, config, *, seed, env_kwargs, log_dir, cpus, device)"
@@ -69,10 +81,19 @@ def check_implementation(implementation: Implementation, where: str) -> None:
     try:
         inspect.signature(function).bind(*names, **dict.fromkeys(keywords))
     except TypeError:
+        parameters = inspect.signature(function).parameters
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters.values())
+        missing = [k for k in keywords if k not in parameters and not takes_any]
+        lacking = f" (it lacks {', '.join(missing)})" if missing else ""
+        if function is algorithm:
+            fix = "give the constructor those arguments, or override from_benchmark"
+            shown = f"{algorithm.__name__}.__init__{inspect.signature(function)}"
+        else:
+            fix = "give it those arguments (**kwargs takes the ones it does not use)"
+            shown = f"{algorithm.__name__}.from_benchmark{inspect.signature(function)}"
         raise SpecError(
-            f"{where}: {algorithm.__name__} is built as {call}, which "
-            f"{algorithm.__name__}{inspect.signature(function)} does not take: override "
-            f"from_benchmark, or give the constructor those arguments"
+            f"{where}: {algorithm.__name__} is built as {call}, which {shown} does not "
+            f"take{lacking}: {fix}"
         ) from None
     for field, names in ARGUMENTS.items():
         function = getattr(implementation, field)

@@ -247,6 +247,14 @@ def differ_because(recorded: dict[str, Any], here: dict[str, Any]) -> str:
     if code:
         also = f"; the machine also differs in {'; '.join(machine)}" if machine else ""
         return f"the code differs ({'; '.join(code)}){also}"
+    # an algorithm's own state (agent_state) may also leave out what its actions depend on, such
+    # as a random generator, which no record shows: said last, as the one cause left
+    unsaved = (
+        "the algorithm's saved state (agent_state) may lack something its actions draw on, "
+        "such as a random generator's state"
+    )
     if machine:
-        return f"this machine or its packages compute differently ({'; '.join(machine)})"
-    return "its provenance records no difference in the code or the machine"
+        return (
+            f"this machine or its packages compute differently ({'; '.join(machine)}), or {unsaved}"
+        )
+    return f"its provenance records no difference in the code or the machine: {unsaved}"

@@ -268,8 +268,23 @@ def test_an_algorithm_without_steps_per_iteration_is_refused_before_anything_is_
         (PLUGIN.format(body="    pass").replace("Mine, RandomSearchConfig", "Mine, dict"),
          "IMPLEMENTATION", "its config is <class 'dict'>, not a dataclass"),
         (BARE, "IMPLEMENTATION", "Bare is built as __init__(env, sampler, config, *, seed, "
-         "env_kwargs, log_dir, cpus, device), which Bare(env) does not take: override "
-         "from_benchmark, or give the constructor those arguments"),
+         "env_kwargs, log_dir, cpus, device), which Bare.__init__(env) does not take (it lacks "
+         "seed, env_kwargs, log_dir, cpus, device): give the constructor those arguments, or "
+         "override from_benchmark"),
+        (PLUGIN.format(body="    @classmethod\n    def from_benchmark(cls, spec, config, *, seed, "
+         "log_dir):\n        pass\n"), "IMPLEMENTATION", "Mine is built as from_benchmark(spec, "
+         "config, *, seed, log_dir, cpus, device), which Mine.from_benchmark(spec, config, *, "
+         "seed, log_dir) does not take (it lacks cpus, device): give it those arguments "
+         "(**kwargs takes the ones it does not use)"),
+        (PLUGIN.format(body="    pass").replace("from my_algorithm import", "import dataclasses"
+         "\n@dataclasses.dataclass\nclass Loose:\n    x: int = 1\nfrom my_algorithm import")
+         .replace("Mine, RandomSearchConfig", "Mine, Loose"), "IMPLEMENTATION",
+         "its config Loose is not frozen: declare it @dataclasses.dataclass(frozen=True)"),
+        (PLUGIN.format(body="    pass").replace("from my_algorithm import", "import dataclasses"
+         "\n@dataclasses.dataclass(frozen=True)\nclass Plain:\n    x: int = 1\n"
+         "from my_algorithm import").replace("Mine, RandomSearchConfig", "Mine, Plain"),
+         "IMPLEMENTATION", "Plain.x is a plain dataclass field: declare it with "
+         "metabench.validation.option(default, doc"),
         (PLUGIN.format(body="    pass").replace("RandomSearchConfig)\n", "RandomSearchConfig, "
          "lambda: {})\n"), "IMPLEMENTATION", "its benchmark_defaults takes () but is called as "
          "benchmark_defaults(spec): give it those arguments"),

@@ -95,3 +95,18 @@ def test_differences_list_what_changed_between_a_record_and_this_machine() -> No
     assert provenance.provenance_differences(recorded, recorded) == []
     current = provenance.provenance()
     assert provenance.provenance_differences(current, provenance.provenance()) == []
+
+
+def test_a_meta_test_that_differs_names_the_code_then_the_machine_then_the_agents_state() -> None:
+    """What ``evaluate`` says when its numbers differ from the run's: no record shows an agent
+    state that leaves out a random generator, so that cause is named last, after the machine."""
+    from metabench.harness.training import differ_because
+
+    record = {"versions": {"mujoco": "3.3.0"}, "threads": {"OMP_NUM_THREADS": "1"}}
+    moved = {**record, "threads": {"OMP_NUM_THREADS": None}}
+    threads = differ_because({"provenance": record}, moved)
+    assert threads.startswith("this machine or its packages compute differently (threads.OMP")
+    assert threads.endswith("or the algorithm's saved state (agent_state) may lack something its "
+                            "actions draw on, such as a random generator's state")  # fmt: skip
+    same = differ_because({"provenance": record}, record)
+    assert same.startswith("its provenance records no difference") and "agent_state" in same
