@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -50,7 +51,7 @@ class Cell:
 
     def command(self) -> list[str]:
         command = [
-            sys.executable, "-m", "metabench.cli", "train",
+            sys.executable, "-m", "metabench", "train",
             "--benchmark", self.benchmark, "--algorithm", self.algorithm,
             "--seed", str(self.seed), "--steps", str(self.steps), "--out", str(self.out),
             "--cpus", str(min(self.cpus, os.cpu_count() or 1)),
@@ -61,6 +62,17 @@ class Cell:
         for key, value in self.overrides:
             command += ["--set", f"{key}={json.dumps(value)}"]
         return command
+
+
+def shell_command(cell: Cell) -> str:
+    """The cell's command as a plain shell runs it (``env -i bash``), for its ``error.json``:
+    quoted, with the ``METABENCH_SPECS`` and ``PYTHONPATH`` it runs under (a plug-in's)."""
+    words = [
+        f"{name}={shlex.quote(os.environ[name])}"
+        for name in ("METABENCH_SPECS", "PYTHONPATH")
+        if os.environ.get(name)
+    ]
+    return " ".join([*words, shlex.join(cell.command())])
 
 
 def run_cell(cell: Cell) -> str | None:
@@ -78,6 +90,6 @@ def run_cell(cell: Cell) -> str | None:
     message = tail[-1] if tail else f"exit code {finished.returncode}"
     atomic_write_json(
         error_file,
-        {"command": " ".join(cell.command()), "exit_code": finished.returncode, "log_tail": tail},
+        {"command": shell_command(cell), "exit_code": finished.returncode, "log_tail": tail},
     )
     return message

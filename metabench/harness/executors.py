@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from metabench.atomic import atomic_write_bytes, atomic_write_json
 from metabench.errors import RunError
-from metabench.harness.cells import Cell, run_cell
+from metabench.harness.cells import Cell, run_cell, shell_command
 
 EXECUTORS = ("local", "ray")
 
@@ -164,7 +164,7 @@ class RayExecutor:
             cell.out.mkdir(parents=True, exist_ok=True)
             atomic_write_json(
                 cell.out / "error.json",
-                {"command": " ".join(cell.command()), "exit_code": None, "log_tail": tail},
+                {"command": shell_command(cell), "exit_code": None, "log_tail": tail},
             )
             return f"Ray task failed: {tail[-1] if tail else type(error).__name__}"
         write_back(cell.out, files, succeeded=outcome is None)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from metabench.analysis.formatting import format_duration, format_number, format_steps
 from metabench.analysis.stats import Interval, Summary
@@ -154,8 +155,10 @@ def hyperparameters_table() -> Table:
     from metabench.validation import config_fields
 
     table = Table(
-        title="hyperparameters (--set KEY=VALUE, or [benchmarks.*] in baselines/*.toml); "
-        "defaults (the config's, then the file's [defaults]) before the per-benchmark settings"
+        title=Text(  # plain text: rich would read "[defaults]" as markup and drop it
+            "hyperparameters (--set KEY=VALUE, or [benchmarks.*] in baselines/*.toml); "
+            "defaults (the config's, then the file's [defaults]) before the per-benchmark settings"
+        )
     )
     for column in ("algorithm", "name", "type", "default"):
         table.add_column(column, no_wrap=True)

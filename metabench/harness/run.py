@@ -231,6 +231,12 @@ class RunDirectory:
             budget, recorded = config["env_steps_budget"], existing["env_steps_budget"]
             if differing == ["env_steps_budget"] and budget > recorded:
                 return self._extend(config, recorded)
+            if set(differing) <= SPEC_FILE_KEYS:
+                raise RunError(
+                    f"{self.path} was started with other spec files (differs in: "
+                    f"{', '.join(differing)}; its hyperparameters and tasks are the same): "
+                    f"restore the files as they were to resume it, or choose another --out"
+                )
             raise RunError(
                 f"{self.path} holds a different run (differs in: {', '.join(differing)}): "
                 f"choose another --out, or delete the directory to start over"
@@ -558,6 +564,11 @@ def check_algorithm_known(config: dict[str, Any]) -> None:
         f"{record['spec_file']} (sha256 {record['spec_sha256']}), implemented by "
         f"{record['entry_point']}; to evaluate it, {how_to_make_known(record)}"
     )
+
+
+SPEC_FILE_KEYS = frozenset({"algorithm_spec", "hyperparameter_sources", "benchmark_source"})
+"""The keys of a run's config that its spec files' text gives besides its settings: a
+``source`` or a plug-in spec file's sha256 changed by an edit that left the settings alone."""
 
 
 def benchmark_for(benchmark: str, algorithm: str) -> BenchmarkSpec:

@@ -32,6 +32,7 @@ from metabench.harness.hooks import (
 from metabench.harness.loading import PERIODIC, load_run, set_test_actions
 from metabench.harness.provenance import (
     code_differences,
+    command_environment,
     cpu_history,
     provenance,
     provenance_differences,
@@ -196,7 +197,10 @@ def evaluate(
     result = evaluator.evaluate(run.algorithm, run.processes)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     protocol = metatest_protocol(run.spec, run.algorithm, evaluator, len(run.plan.test_tasks))
-    here = provenance(run.device, get_algorithm(run.config["algorithm"]))
+    entry = get_algorithm(run.config["algorithm"])
+    here = provenance(run.device, entry)
+    if command is not None:  # with the variables a plain shell needs for a plug-in's run
+        command = " ".join([*command_environment(run.spec.path, entry), command])
     atomic_write_json(
         claim_new_file(folder, f"evaluate-{stamp}", ".json"),
         {

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -91,4 +92,8 @@ def test_an_edited_plugin_is_named_as_the_cause_of_other_numbers(
     (record,) = [json.loads(p.read_text()) for p in (tmp_path / "e").glob("evaluate-*.json")]
     assert record["provenance"]["algorithm_code"]["sha256"] == edited
     assert record["run"] == str(run) and record["metatest_protocol"]
+    # its command carries what a plain shell needs to find the plug-in, as the run's does
+    words = shlex.split(record["command"])
+    assert f"PYTHONPATH={plugin}" in words and words[0].startswith("METABENCH_SPECS=")
+    assert words[words.index(sys.executable) :][1:4] == ["-m", "metabench", "evaluate"]
     assert not list((run / "evaluations").glob("evaluate-*.json"))  # the run's folder untouched

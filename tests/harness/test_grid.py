@@ -2,6 +2,8 @@
 
 import dataclasses
 import json
+import shlex
+import sys
 
 import pytest
 
@@ -39,6 +41,8 @@ def test_failing_cell_is_recorded_others_finish_and_reruns_skip(tmp_path):
     assert "continuous (Box) actions" in outcome[maml]
     error = json.loads((maml.out / "error.json").read_text())
     assert error["exit_code"] == 1 and "maml-trpo" in error["command"]
+    # a command a plain shell runs: the Python of the run, `-m metabench`, every word quoted
+    assert shlex.split(error["command"])[:4] == [sys.executable, "-m", "metabench", "train"]
     finished_at = (nop.out / "result.json").stat().st_mtime_ns
     again = run_grid(cells, LocalExecutor(1), make_console())
     assert (nop.out / "result.json").stat().st_mtime_ns == finished_at  # skipped, not re-run

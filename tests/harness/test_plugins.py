@@ -158,9 +158,19 @@ def test_a_run_resumes_only_with_the_spec_file_it_started_with(
     clear_spec_caches()
     line = one_error_line(capsys, train_args(run, steps=800))
     assert line == (
-        f"{run} holds a different run (differs in: algorithm_spec): choose another --out, or "
-        f"delete the directory to start over"
+        f"{run} was started with other spec files (differs in: algorithm_spec; its "
+        f"hyperparameters and tasks are the same): restore the files as they were to resume it, "
+        f"or choose another --out"
     )
+    path.write_text(EXAMPLE_SPEC.read_text())  # restored: it resumes
+    clear_spec_caches()
+    assert main(train_args(run, steps=800)) == 0
+    # a setting changed is another run
+    path.write_text(EXAMPLE_SPEC.read_text().replace("step_size = 0.05", "step_size = 0.07"))
+    clear_spec_caches()
+    (run / "result.json").unlink()
+    line = one_error_line(capsys, train_args(run, steps=800))
+    assert line.startswith(f"{run} holds a different run (differs in: algorithm_spec, hyperpa")
 
 
 def test_metabench_specs_naming_no_spec_folder_is_an_error(tmp_path, monkeypatch, capsys):

@@ -383,6 +383,8 @@ def test_list_shows_every_benchmark_and_algorithm_with_its_description(user_spec
     for name in load_algorithms():
         assert f"│ {name} " in out
     assert "quick 400,000, paper 80,000,000" in out  # maml-trpo's profiles
+    words = " ".join(out.split())  # the titles' brackets are text, not markup rich drops
+    assert "or [benchmarks.*] in baselines/*.toml" in words and "the file's [defaults])" in words
 
 
 def test_list_shows_a_baseline_files_defaults_over_its_configs(capsys):
