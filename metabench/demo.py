@@ -66,8 +66,13 @@ def run_random_trials(
     env_kwargs: dict[str, Any],
 ) -> list[TrialResult]:
     """One RL2 trial per sampled task, with actions drawn from the action space."""
+    # without Gymnasium's passive checker, which checks nothing here and only warns that the
+    # bandit's constant observation has equal bounds
     env = gym.make(
-        f"metabench/RL2-{env_id}-v0", episodes_per_trial=episodes_per_trial, **env_kwargs
+        f"metabench/RL2-{env_id}-v0",
+        episodes_per_trial=episodes_per_trial,
+        disable_env_checker=True,
+        **env_kwargs,
     )
     rng = np.random.default_rng(seed)
     if sampler is None:

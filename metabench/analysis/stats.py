@@ -327,8 +327,11 @@ def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Resu
         independent samples); keep one of them, or move the other out of the results folder.
     """
     by_algorithm: dict[tuple[str, str], dict[tuple[Any, str, str], list[Result]]] = {}
+    paths: dict[int, Path] = {}  # where each result was read from, where known
     for item in results:
         result = _as_result(item)
+        if isinstance(item, tuple):
+            paths[id(result)] = item[0]
         config = result["config"]
         key = (str(config["benchmark"]), str(config["algorithm"]))
         by_algorithm.setdefault(key, {}).setdefault(_setting(result), []).append(result)
@@ -344,9 +347,15 @@ def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Resu
         seeds = [r["config"]["seed"] for r in runs]
         duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
         if duplicates:
+            where = [
+                str(paths[id(run)].parent)
+                for run in runs
+                if run["config"]["seed"] in duplicates and id(run) in paths
+            ]
+            found = f" ({', '.join(where)})" if where else ""
             raise ValueError(
-                f"{key[0]} / {key[1]} has several runs of seed(s) {duplicates}; seeds are the "
-                f"independent samples of the statistics, keep one run per seed"
+                f"{key[0]} / {key[1]} has several runs of seed(s) {duplicates}{found}; seeds "
+                f"are the independent samples of the statistics, keep one run per seed"
             )
     return dict(sorted(groups.items()))
 

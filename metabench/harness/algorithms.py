@@ -10,6 +10,7 @@ of the run (``--set``, or a grid profile's ``set``). Every one ends up in the ru
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import functools
 import importlib
@@ -314,6 +315,12 @@ def _place(spec: SpecFile, key: str, table: str) -> str:
     return f"{spec.path}:{line}" if line else f"{spec.path} [{table}]"
 
 
+def _did_you_mean(pattern: str, names: set[str]) -> str:
+    """``" (did you mean 'X'?)"`` for the benchmark name closest to a misspelt one, or ``""``."""
+    close = difflib.get_close_matches(pattern, sorted(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
 def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmEntry:
     """The :class:`AlgorithmEntry` of one ``baselines/*.toml`` file."""
     top = check_table(
@@ -326,8 +333,9 @@ def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmE
     benchmarks = []
     for pattern, table in top.get("benchmarks", {}).items():
         if not any(fnmatch.fnmatchcase(name, pattern) for name in benchmark_names):
+            close = _did_you_mean(pattern, benchmark_names)
             raise spec.error(
-                f"[benchmarks.{pattern}] matches no benchmark; benchmarks: "
+                f"[benchmarks.{pattern}] matches no benchmark{close}; benchmarks: "
                 f"{', '.join(sorted(benchmark_names))}",
                 pattern,
             )
@@ -351,8 +359,9 @@ def algorithm_from_spec(spec: SpecFile, benchmark_names: set[str]) -> AlgorithmE
         spec, top.get("train_steps", {}), None, where="train_steps"
     ).items():
         if not any(fnmatch.fnmatchcase(name, pattern) for name in benchmark_names):
+            close = _did_you_mean(pattern, benchmark_names)
             raise spec.error(
-                f"[train_steps] {pattern} matches no benchmark; benchmarks: "
+                f"[train_steps] {pattern} matches no benchmark{close}; benchmarks: "
                 f"{', '.join(sorted(benchmark_names))}",
                 pattern,
                 "train_steps",

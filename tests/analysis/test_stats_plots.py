@@ -167,9 +167,12 @@ def test_success_is_the_fraction_of_test_episodes_as_metaworld_counts_it() -> No
     assert "| 0.333 |" in per_task_success_markdown([result])
 
 
-def test_duplicate_seeds_are_rejected() -> None:
-    with pytest.raises(ValueError, match="seed"):
+def test_duplicate_seeds_are_rejected_naming_their_folders() -> None:
+    with pytest.raises(ValueError, match=r"B / x has several runs of seed\(s\) \[0\]; seeds"):
         group_runs([simple_run("B", "x", 0, 1.0), simple_run("B", "x", 0, 2.0)])
+    read = [(Path(f"res/B/x-{i}/result.json"), simple_run("B", "x", 0, 1.0 + i)) for i in (1, 2)]
+    with pytest.raises(ValueError, match=r"seed\(s\) \[0\] \(res/B/x-1, res/B/x-2\); seeds"):
+        group_runs(read)
 
 
 def with_setting(result: dict, budget: int, **hyperparameters: Any) -> dict:
