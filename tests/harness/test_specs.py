@@ -433,7 +433,7 @@ def test_train_steps_set_trains_budget_per_benchmark_where_steps_is_not_given(
 @pytest.mark.parametrize(
     ("table", "message"),
     [
-        ("Bdt = 5", r"zero.toml:\d+: \[train_steps\] Bdt matches no benchmark; benchmarks: "),
+        ("Zzz = 5", r"zero.toml:\d+: \[train_steps\] Zzz matches no benchmark; benchmarks: "),
         ("Bandt = 5", r"Bandt matches no benchmark \(did you mean 'Bandit'\?\); benchmarks: "),
         ("Bandit = 0", r"\[train_steps\] Bandit must be a positive integer \(env steps\), got 0"),
         ('Bandit = "many"', r"Bandit must be a positive integer \(env steps\), got 'many'"),
