@@ -66,6 +66,16 @@ MAX_LAYER_WIDTH = 4096
 published setting here (Meta-World's 512-512 MAML policy). Without a bound, a typo such as
 ``hidden_size=99999999999`` ran out of memory while the network was built, with a traceback."""
 
+MAX_COUNT = 1_000_000
+"""The largest count of what a run holds in memory at once (tasks, episodes or environment
+steps of a batch, candidates, vector envs; ``high`` of those options): 100x the largest
+published setting here (PEARL's 4000 gradient-step batches aside, Meta-World's 10,000 steps per
+task). Without a bound, a typo's extra zeros ran out of memory while the batch was built."""
+
+MAX_REPLAY_BUFFER = 10_000_000
+"""The largest replay buffer (``high`` of PEARL's ``replay_buffer_size``): 10x oyster's 1e6; a
+buffer is allocated whole, and Humanoid's 376 floats a step make 1e7 steps 15 GB."""
+
 MAX_SEED = 2**32 - 1
 """The largest seed: NumPy's and torch's global generators take 32-bit seeds."""
 

@@ -231,13 +231,21 @@ def test_ctrl_c_checkpoints_the_iteration_it_stops_at(tmp_path):
          "[1, 4096], got [64, 4097]", {"hidden_sizes": [64, 4096]}),
         ("pearl", "latent_size=100000", "latent_size must be an integer in [1, 4096], got 100000",
          {"latent_size": 4096}),
+        # the counts a batch holds in memory: tasks, episodes, steps, candidates
+        ("rl2-ppo", "meta_batch_size=10000000", "meta_batch_size must be an integer in "
+         "[1, 1000000], got 10000000", {"meta_batch_size": 1_000_000}),
+        ("maml-trpo", "episodes_per_task=2000000", "episodes_per_task must be an integer in "
+         "[1, 1000000], got 2000000", {"episodes_per_task": 1_000_000}),
+        ("pearl", "replay_buffer_size=100000000", "replay_buffer_size must be an integer in "
+         "[1, 10000000], got 100000000", {"replay_buffer_size": 10_000_000}),
     ],
 )  # fmt: skip
-def test_a_network_width_beyond_the_bound_is_one_line_naming_it(
+def test_a_size_beyond_its_bound_is_one_line_naming_it(
     algorithm, setting, message, largest, capsys, tmp_path
 ):
-    """Without a bound, a typo's width ran out of memory while the network was built, after the
-    envs, and ended in a traceback. The bound itself is a width (nothing is built here)."""
+    """Without a bound, a typo's width or count ran out of memory while the network or the batch
+    was built, after the envs, and ended in a traceback. The bound itself is accepted (nothing is
+    built here)."""
     from metabench.harness.algorithms import get_algorithm
     from metabench.harness.benchmarks import get_benchmark
 

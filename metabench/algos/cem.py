@@ -24,7 +24,7 @@ from metabench.algos.policy_search import (
     check_positive,
     population_defaults,
 )
-from metabench.validation import check_config, check_number, option
+from metabench.validation import MAX_COUNT, check_config, check_number, option
 
 __all__ = ["CEM", "CEMConfig", "CEMSearch"]
 
@@ -33,7 +33,9 @@ __all__ = ["CEM", "CEMConfig", "CEMSearch"]
 class CEMConfig:
     """CEM's hyperparameters (garage's CEM, elite fraction 0.2): defaults, ranges, docs."""
 
-    n_samples: int = option(10, "candidates per generation (each plays one episode)", low=2)
+    n_samples: int = option(
+        10, "candidates per generation (each plays one episode)", low=2, high=MAX_COUNT
+    )
     best_frac: float = option(
         0.2, "fraction of each generation the Gaussian is refit to", low=0.0, high=1.0,
         low_open=True,

@@ -39,7 +39,7 @@ from metabench.algos.implementation import Implementation
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device
 from metabench.tasks.base import Task, TaskSampler
-from metabench.validation import MAX_LAYER_WIDTH, check_config, config_dict, option
+from metabench.validation import MAX_COUNT, MAX_LAYER_WIDTH, check_config, config_dict, option
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN
 
@@ -118,11 +118,17 @@ class ReferenceConfig:
     per sub-env per iteration."""
 
     n_envs: int = option(
-        20, "sub-envs, each with its own task; one episode each per iteration", low=1
+        20,
+        "sub-envs, each with its own task; one episode each per iteration",
+        low=1,
+        high=MAX_COUNT,
     )
     learning_rate: float = option(3e-4, "Adam step size", low=0.0, low_open=True)
     n_minibatches: int = option(
-        8, "minibatches per epoch (the minibatch is the iteration's steps divided by it)", low=1
+        8,
+        "minibatches per epoch (the minibatch is the iteration's steps divided by it)",
+        low=1,
+        high=MAX_COUNT,
     )
     n_epochs: int = option(10, "PPO epochs per iteration", low=1)
     discount: float = option(0.99, "reward discount", low=0.0, high=1.0)

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Literal
 
 from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
-from metabench.validation import MAX_LAYER_WIDTH, check_config, option
+from metabench.validation import MAX_COUNT, MAX_LAYER_WIDTH, check_config, option
 
 __all__ = ["OUTER_OPTIMIZERS", "MAMLConfig"]
 
@@ -34,9 +34,9 @@ class MAMLConfig:
     likelihood-ratio (``"trpo"``) surrogate, as in pytorch-maml-rl.
     """
 
-    meta_batch_size: int = option(40, "tasks per meta-iteration", low=1)
+    meta_batch_size: int = option(40, "tasks per meta-iteration", low=1, high=MAX_COUNT)
     episodes_per_task: int = option(
-        20, "episodes per task and sampling pass (inner and outer batch)", low=1
+        20, "episodes per task and sampling pass (inner and outer batch)", low=1, high=MAX_COUNT
     )
     inner_lr: float = option(0.1, "step size of the inner SGD", low=0.0, low_open=True)
     num_grad_updates: int = option(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from metabench.validation import MAX_LAYER_WIDTH, check_config, option
+from metabench.validation import MAX_COUNT, MAX_LAYER_WIDTH, MAX_REPLAY_BUFFER, check_config, option
 
 __all__ = ["PEARLConfig"]
 
@@ -19,7 +19,10 @@ class PEARLConfig:
     """Every PEARL hyperparameter (oyster's names in the docs; garage's are the same)."""
 
     n_train_tasks: int = option(
-        100, "training tasks, drawn once from the benchmark's training distribution", low=1
+        100,
+        "training tasks, drawn once from the benchmark's training distribution",
+        low=1,
+        high=MAX_COUNT,
     )
     latent_size: int = option(5, "dimension of the task variable z", low=1, high=MAX_LAYER_WIDTH)
     hidden_sizes: tuple[int, ...] = option(
@@ -34,32 +37,47 @@ class PEARLConfig:
         low=1,
         high=MAX_LAYER_WIDTH,
     )
-    meta_batch_size: int = option(16, "tasks per gradient step (oyster's meta_batch)", low=1)
+    meta_batch_size: int = option(
+        16, "tasks per gradient step (oyster's meta_batch)", low=1, high=MAX_COUNT
+    )
     num_initial_steps: int = option(
         2000,
         "env steps per training task collected with z from the prior before training (every "
         "task's buffers need data before the first gradient step)",
-        low=1,
+        low=1, high=MAX_COUNT,
     )  # fmt: skip
     num_tasks_sample: int = option(
-        5, "tasks (drawn with replacement) that collect new data each iteration", low=1
+        5,
+        "tasks (drawn with replacement) that collect new data each iteration",
+        low=1,
+        high=MAX_COUNT,
     )
     num_steps_prior: int = option(
-        400, "env steps per sampled task with z from the prior (encoder and RL data)", low=0
+        400,
+        "env steps per sampled task with z from the prior (encoder and RL data)",
+        low=0,
+        high=MAX_COUNT,
     )
     num_steps_posterior: int = option(
-        0, "env steps per sampled task with z from the posterior (encoder and RL data)", low=0
+        0,
+        "env steps per sampled task with z from the posterior (encoder and RL data)",
+        low=0,
+        high=MAX_COUNT,
     )
     num_extra_rl_steps_posterior: int = option(
         600,
         "env steps per sampled task with z from the posterior, for the RL buffers only (the "
         "policy must learn to act on posterior samples; the encoder is trained on prior data)",
         low=0,
+        high=MAX_COUNT,
     )
     num_train_steps_per_itr: int = option(2000, "gradient steps per iteration", low=1)
-    batch_size: int = option(256, "transitions per task in the RL batch", low=1)
+    batch_size: int = option(256, "transitions per task in the RL batch", low=1, high=MAX_COUNT)
     embedding_batch_size: int = option(
-        100, "transitions per task in the context the encoder sees in training", low=1
+        100,
+        "transitions per task in the context the encoder sees in training",
+        low=1,
+        high=MAX_COUNT,
     )
     discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
     soft_target_tau: float = option(
@@ -90,6 +108,7 @@ class PEARLConfig:
         "capacity of each training task's RL buffer in transitions (oldest dropped first); "
         "encoder buffers hold at most one collection round",
         low=1,
+        high=MAX_REPLAY_BUFFER,
     )
     exploration_prior_episodes: int = option(
         1,

@@ -39,7 +39,7 @@ from metabench.algos.rl2.base import (
 from metabench.algos.rl2.chunked_update import check_chunk_settings
 from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
-from metabench.validation import MAX_LAYER_WIDTH, check_config, option
+from metabench.validation import MAX_COUNT, MAX_LAYER_WIDTH, check_config, option
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 
 
@@ -51,8 +51,10 @@ class RL2PPOConfig:
     value of the wrong type or out of range is a :class:`~metabench.validation.ConfigError`.
     """
 
-    meta_batch_size: int = option(10, "tasks (sub-envs) per iteration, one trial each", low=1)
-    episodes_per_trial: int = option(4, "episodes of one task per trial", low=1)
+    meta_batch_size: int = option(
+        10, "tasks (sub-envs) per iteration, one trial each", low=1, high=MAX_COUNT
+    )
+    episodes_per_trial: int = option(4, "episodes of one task per trial", low=1, high=MAX_COUNT)
     hidden_size: int = option(
         64,
         "width of the recurrent cell (garage: a GRU of 64 on HalfCheetah)",

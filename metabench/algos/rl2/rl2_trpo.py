@@ -32,7 +32,7 @@ from metabench.algos.rl2.base import (
 from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
 from metabench.algos.rl2.recurrent_trpo import RL2RecurrentTRPO
 from metabench.tasks.base import TRAIN_TASK_ORDER_DOC
-from metabench.validation import MAX_LAYER_WIDTH, check_config, option
+from metabench.validation import MAX_COUNT, MAX_LAYER_WIDTH, check_config, option
 
 __all__ = ["RL2TRPO", "RL2_TRPO", "RL2TRPOConfig"]
 
@@ -42,8 +42,10 @@ class RL2TRPOConfig:
     """Every RL2-TRPO hyperparameter in one place (defaults: garage's HalfCheetahVel example,
     ``src/garage/examples/tf/rl2_trpo_halfcheetah.py``, and ``RL2TRPO``'s defaults)."""
 
-    meta_batch_size: int = option(10, "tasks (sub-envs) per iteration, one trial each", low=1)
-    episodes_per_trial: int = option(4, "episodes of one task per trial", low=1)
+    meta_batch_size: int = option(
+        10, "tasks (sub-envs) per iteration, one trial each", low=1, high=MAX_COUNT
+    )
+    episodes_per_trial: int = option(4, "episodes of one task per trial", low=1, high=MAX_COUNT)
     hidden_size: int = option(
         64,
         "width of the recurrent cell (garage: a GRU of 64 on HalfCheetah)",
