@@ -92,6 +92,18 @@ def test_every_part_of_the_algorithms_package_has_a_layer() -> None:
     assert parts == named
 
 
+def test_every_module_of_the_harness_is_in_its_contract() -> None:
+    """The ``harness`` contract orders each of its modules; a new one needs a line."""
+    (contract,) = [c for c in CONFIG["contracts"] if c["name"] == "harness"]
+    named = {name.strip() for row in contract["layers"] for name in row.split("|")}
+    modules = {
+        f"metabench.harness.{path.stem}"
+        for path in (PACKAGE / "harness").glob("*.py")
+        if path.name != "__init__.py"
+    }
+    assert modules == named
+
+
 def test_every_task_family_is_in_the_families_contract() -> None:
     """The ``task families`` contract names each package of ``metabench.tasks``, so that no
     family imports another; a new family needs its name there."""
