@@ -461,8 +461,9 @@ def grid_arguments(
         help="every cell's --device (cpu, cuda or auto); on Ray a cell on a GPU asks for one",
     )  # fmt: skip
     command.add_argument(
-        "--cpus", type=positive_int, default=os.cpu_count() or 1,
-        help="local executor: cores' worth of cells run at once (each cell's own cores are its "
+        "--cores", type=positive_int, default=os.cpu_count() or 1,
+        help="local executor: the machine's cores the grid's cells share; cells run side by side "
+        "while their cores fit (a cell's own cores, its metabench train --cpus, are its "
         "baseline's cpus)",
     )  # fmt: skip
     command.add_argument(
@@ -556,7 +557,7 @@ def bench_command(args: argparse.Namespace) -> None:
     make_writable_folder(args.results, "--results")
     if args.address != "auto" and args.executor != "ray":
         raise RunError("--address is for the ray executor: add --executor ray")
-    executor = make_executor(args.executor, cpus=args.cpus, address=args.address)
+    executor = make_executor(args.executor, cpus=args.cores, address=args.address)
     try:
         outcome = run_grid(cells, executor, console)
     finally:
@@ -591,8 +592,8 @@ def plan_command(args: argparse.Namespace) -> None:
     cell_cpus = [cell.cpus for cell in cells]
     lines = [
         f"one cell after another: {sum(durations) / 3600:.2f} h",
-        f"local executor, {args.cpus} cores: "
-        f"{schedule_time(durations, cell_cpus, args.cpus) / 3600:.2f} h",
+        f"local executor, {args.cores} cores: "
+        f"{schedule_time(durations, cell_cpus, args.cores) / 3600:.2f} h",
     ]
     lines += [
         f"Ray, {nodes} nodes x {args.node_cores} cores: "

@@ -63,8 +63,8 @@ def test_bench_and_train_options_and_their_defaults():
             ["bench", "--algorithms", "nope"],
             "argument --algorithms: unknown algorithm 'nope' (did you mean 'nop'?); choose one",
         ),
-        (["bench", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
-        (["plan", "--cpus", "0"], "argument --cpus: expected a positive integer, got 0"),
+        (["bench", "--cores", "0"], "argument --cores: expected a positive integer, got 0"),
+        (["plan", "--cores", "0"], "argument --cores: expected a positive integer, got 0"),
         (
             ["evaluate", "r", "--test-tasks", "last"],
             "argument --test-tasks: expected a positive integer or 'periodic', got 'last'",

@@ -51,7 +51,7 @@ def test_failing_cell_is_recorded_others_finish_and_reruns_skip(tmp_path):
 
 def test_bench_command_writes_tables_and_exits_non_zero_on_failures(tmp_path, capsys):
     args = ["bench", "--benchmarks", "Bandit", "--algorithms", "nop", "--seeds", "0", "1",
-            "--results", str(tmp_path), "--cpus", "2"]  # fmt: skip
+            "--results", str(tmp_path), "--cores", "2"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "Bandit" in out and "nop" in out

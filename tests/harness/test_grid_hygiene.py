@@ -24,7 +24,7 @@ def test_duplicate_benchmarks_algorithms_and_seeds_are_one_cell(tmp_path):
 
 def test_bench_with_a_seed_twice_runs_it_once(tmp_path, capsys):
     args = ["bench", "--benchmarks", "Bandit", "--algorithms", "nop", "--seeds", "0", "0"]
-    assert main([*args, "--results", str(tmp_path), "--cpus", "2"]) == 0
+    assert main([*args, "--results", str(tmp_path), "--cores", "2"]) == 0
     assert "1 cells ran, 0 failed" in capsys.readouterr().out
 
 

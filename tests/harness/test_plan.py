@@ -251,7 +251,7 @@ def test_plan_prints_each_cell_and_the_grid_on_each_executor(tmp_path, capsys):
     ]
     durations, cpus = [c.total_s for c in costs], [c.cpus for c in cells]
     args = ["plan", "--benchmarks", "PointGoal", "--algorithms", "maml-trpo", "nop", "--seeds",
-            "0", "1", "--calibration", str(cache.path), "--cpus", "2", "--ray-nodes", "3",
+            "0", "1", "--calibration", str(cache.path), "--cores", "2", "--ray-nodes", "3",
             "--node-cores", "2"]  # fmt: skip
     assert main(args) == 0
     out = capsys.readouterr().out
