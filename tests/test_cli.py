@@ -89,14 +89,17 @@ def test_option_errors_name_the_option(args, message, capsys):
         (["bench", "--baselines", "nop"], "--baselines nop"),
         (["bench", "--workers", "2"], "--workers 2"),
         (["plan", "--workers", "2"], "--workers 2"),
+        (["bench", "--cpus", "2"], "--cpus 2"),
+        (["plan", "--cpus", "2"], "--cpus 2"),
         # argparse takes an unambiguous prefix of an option for the option, so --algo is
         # --algorithm (as in the commands recorded in results/), without a warning
         (["train", "--benchmark", "Bandit", "--algo", "nop"], None),
     ],
 )
 def test_the_old_option_spellings_are_not_options(args, unrecognized, capsys):
-    """``bench --envs/--baselines``, ``bench/plan --workers`` and ``train --algo`` were the old
-    spellings of ``--benchmarks``, ``--algorithms``, ``--cpus`` and ``--algorithm``."""
+    """``bench --envs/--baselines``, ``bench/plan --workers`` and ``--cpus`` and ``train --algo``
+    were the old spellings of ``--benchmarks``, ``--algorithms``, ``--cores`` and
+    ``--algorithm``."""
     from metabench.cli import build_parser
 
     parser = build_parser()
