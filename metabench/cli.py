@@ -242,9 +242,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpus",
         type=machine_cpus,
         default=None,
-        help="cores the run may use: bounds its worker processes and torch threads, and is "
-        "recorded in config.json (metabench bench sets it from the baseline's cpus; default: no "
-        "bound)",
+        help="cores the run may use: bounds the worker processes that step its envs, and its "
+        "torch threads, which are 1 but for an algorithm's update_threads (an update_threads "
+        "above --cpus is an error); recorded in config.json (metabench bench sets it from the "
+        "baseline's cpus; default: no bound)",
     )
     train.add_argument(
         "--device", type=device_option, default="cpu",

@@ -266,3 +266,17 @@ def test_a_seed_beyond_32_bits_is_refused_by_the_python_api_before_any_file(tmp_
         train(RunSettings("Bandit", "nop", 2**32, 1, out))
     assert not (out / "config.json").exists()
     assert train(RunSettings("Bandit", "nop", 2**32 - 1, 1, out))["config"]["seed"] == 2**32 - 1
+
+
+def test_update_threads_above_the_runs_cores_is_one_line(capsys, tmp_path):
+    """``--cpus`` bounds a run's torch threads too: an algorithm's ``update_threads`` above it
+    would use cores the run was not given."""
+    out = tmp_path / "run"
+    args = ["train", "--benchmark", "PointGoal", "--algorithm", "maml-trpo", "--steps", "1",
+            "--cpus", "1", "--set", "update_threads=2", "--out", str(out)]  # fmt: skip
+    line = one_error_line(capsys, 1, args)
+    assert line == (
+        "metabench: error: update_threads = 2 (torch threads of the gradient steps) exceeds "
+        "--cpus 1, the run's cores: raise --cpus, or lower update_threads"
+    )
+    assert not out.exists()

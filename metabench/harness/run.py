@@ -513,6 +513,12 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
         config["train_evaluation_tasks"] = [task_to_json(task) for task in train_tasks]
     if settings.cpus is not None:
         config["cpus"] = check_count("--cpus", settings.cpus)
+        threads = hyperparameters.get("update_threads", 1)
+        if threads > settings.cpus:
+            raise RunError(
+                f"update_threads = {threads} (torch threads of the gradient steps) exceeds --cpus "
+                f"{settings.cpus}, the run's cores: raise --cpus, or lower update_threads"
+            )
     device = resolve_device(settings.device)
     if device.type != "cpu" and entry.takes_device:
         config["device"] = str(device)
