@@ -593,11 +593,11 @@ def plan_command(args: argparse.Namespace) -> None:
     cell_cpus = [cell.cpus for cell in cells]
     lines = [
         f"one cell after another: {sum(durations) / 3600:.2f} h",
-        f"local executor, {args.cores} cores: "
+        f"local executor, {args.cores} core{'' if args.cores == 1 else 's'}: "
         f"{schedule_time(durations, cell_cpus, args.cores) / 3600:.2f} h",
     ]
     lines += [
-        f"Ray, {nodes} nodes x {args.node_cores} cores: "
+        f"Ray, {nodes} nodes x {args.node_cores} core{'' if args.node_cores == 1 else 's'}: "
         f"{cluster_time(durations, cell_cpus, nodes, args.node_cores) / 3600:.2f} h"
         for nodes in args.ray_nodes
     ]

@@ -339,5 +339,6 @@ def forecast_line(what: str, cpus: int, times: CellTimes, cost: CellCost) -> str
         training = "no training iterations"
     return (
         f"predicted: {what}: {format_duration(cost.total_s)} on this machine ({training}, then "
-        f"{format_duration(cost.metatest_s)} of meta-tests; calibrated on {cpus} cores)"
+        f"{format_duration(cost.metatest_s)} of meta-tests; calibrated on {cpus} "
+        f"core{'' if cpus == 1 else 's'})"
     )
