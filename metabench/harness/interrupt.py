@@ -30,11 +30,8 @@ NOTICE = "stopping after this iteration (Ctrl-C again to stop at once)"
 def stop_at_iteration_end(console: Console) -> Iterator[Callable[[], bool]]:
     """Within the block, the first SIGINT sets a flag that the returned function reads, and
     ``console`` says so; the second raises ``KeyboardInterrupt``. Outside the main thread, where
-    no handler can be set, the flag stays false and Ctrl-C behaves as usual; so it does where
-    SIGINT is ignored (a job started in the background of a script, ``cmd &``), which a run
-    leaves ignored, from its first iteration to its final meta-test."""
-    ignored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-    if ignored or threading.current_thread() is not threading.main_thread():
+    no handler can be set, the flag stays false and Ctrl-C behaves as usual."""
+    if threading.current_thread() is not threading.main_thread():
         yield lambda: False
         return
     requested = False

@@ -51,18 +51,3 @@ def test_without_a_ctrl_c_nothing_is_printed():
     with stop_at_iteration_end(Console(file=output)) as requested:
         pass
     assert not requested() and output.getvalue() == ""
-
-
-def test_an_ignored_sigint_stays_ignored_in_the_block():
-    """A run started in the background of a script (``cmd &``) ignores SIGINT from the start:
-    it goes on ignoring it while it trains, as it does in its final meta-test."""
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        output = io.StringIO()
-        with stop_at_iteration_end(Console(file=output)) as requested:
-            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
-            signal.raise_signal(signal.SIGINT)  # ignored: neither a flag nor an exception
-            assert not requested()
-        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN and output.getvalue() == ""
-    finally:
-        signal.signal(signal.SIGINT, before)
