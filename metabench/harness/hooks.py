@@ -24,7 +24,7 @@ from metabench.analysis.stats import metatrain_return
 from metabench.atomic import atomic_write_json
 from metabench.evaluation import MetaTestResult
 from metabench.harness.algorithms import get_algorithm
-from metabench.harness.interrupt import stop_at_iteration_end
+from metabench.harness.interrupt import interrupts_at_once, stop_at_iteration_end
 from metabench.harness.provenance import provenance
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
 from metabench.harness.schedule import MetaTestSchedule
@@ -173,7 +173,8 @@ class StopOnInterrupt(Hook):
     def on_training_end(self, trainer: MetaTrainer) -> None:
         if self._requested():
             raise KeyboardInterrupt
-        self._stack.close()  # the usual Ctrl-C again
+        self._stack.close()
+        self._stack.enter_context(interrupts_at_once())  # the usual Ctrl-C again
 
     def on_end(self, trainer: MetaTrainer) -> None:
         self._stack.close()

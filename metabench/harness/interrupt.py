@@ -58,3 +58,18 @@ def stop_at_iteration_end(console: Console) -> Iterator[Callable[[], bool]]:
         signal.signal(signal.SIGINT, previous)
         wake.set()  # ends the announcer; after a Ctrl-C its notice is printed before the block ends
         announcer.join()
+
+
+@contextmanager
+def interrupts_at_once() -> Iterator[None]:
+    """Within the block, Ctrl-C raises ``KeyboardInterrupt`` at once, even in a process that
+    started with SIGINT ignored (a job started in the background of a script): a run stops on
+    Ctrl-C in its final meta-test as it does while it trains, whatever it inherited."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

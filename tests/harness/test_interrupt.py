@@ -8,7 +8,7 @@ import signal
 import pytest
 from rich.console import Console
 
-from metabench.harness.interrupt import NOTICE, stop_at_iteration_end
+from metabench.harness.interrupt import NOTICE, interrupts_at_once, stop_at_iteration_end
 
 
 class CtrlCOnFirstWrite(io.StringIO):
@@ -51,3 +51,15 @@ def test_without_a_ctrl_c_nothing_is_printed():
     with stop_at_iteration_end(Console(file=output)) as requested:
         pass
     assert not requested() and output.getvalue() == ""
+
+
+def test_after_training_ctrl_c_interrupts_at_once_even_where_sigint_was_ignored():
+    """A run started in the background of a script (``cmd &``) inherits SIGINT ignored; it
+    stops on it while it trains, and so it does in its final meta-test."""
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with pytest.raises(KeyboardInterrupt), interrupts_at_once():
+            signal.raise_signal(signal.SIGINT)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # restored after the block
+    finally:
+        signal.signal(signal.SIGINT, before)
