@@ -177,7 +177,10 @@ MAML_SPEC = """\
     [
         # a TOML string is a string, not text to read as the field's type (docs/specs.md)
         ('first_order = "False"', "first_order must be true or false, got 'False'"),
-        ('episodes_per_task = "8"', "episodes_per_task must be a positive integer, got '8'"),
+        (
+            'episodes_per_task = "8"',
+            "episodes_per_task must be an integer in [1, 1000000], got '8'",
+        ),
         ("first_order = false", None),
         ('first_order = "maybe"', "first_order must be true or false, got 'maybe'"),
         ("cg_iters = 2.7", "cg_iters must be a positive integer, got 2.7"),

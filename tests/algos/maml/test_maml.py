@@ -517,7 +517,7 @@ def test_batched_actor_uses_each_tasks_params_in_one_call() -> None:
         ({"inner_lr": 0.0}, ValueError, "inner_lr must be a positive number"),
         ({"inner_lr": -1.0}, ValueError, "inner_lr must be a positive number"),
         ({"num_grad_updates": 0}, ValueError, "num_grad_updates"),
-        ({"meta_batch_size": 0}, ValueError, "positive integer"),
+        ({"meta_batch_size": 0}, ValueError, r"meta_batch_size must be an integer in \[1, "),
         ({"max_kl": 0.0}, ValueError, "max_kl"),
         ({"ls_ratio": 1.0}, ValueError, "ls_ratio"),
         ({"policy": GaussianMLPPolicy(3, 2)}, ValueError, "3-dim observations"),
