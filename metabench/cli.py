@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import os
 import shlex
@@ -80,6 +81,23 @@ def spec_name(kind: Literal["envs", "baselines"], names: Sequence[str]) -> Calla
     def known(text: str) -> str:
         if text not in names:
             raise argparse.ArgumentTypeError(unknown_name_message(kind, text, names))
+        return text
+
+    return known
+
+
+def listed_name(names: Sequence[str]) -> Callable[[str], str]:
+    """An argparse type for ``metabench list``'s names: a benchmark or an algorithm of ``names``,
+    an unknown one answered with the closest."""
+
+    def known(text: str) -> str:
+        if text not in names:
+            close = difflib.get_close_matches(text, names, n=1)
+            guess = f" (did you mean {close[0]!r}?)" if close else ""
+            raise argparse.ArgumentTypeError(
+                f"no benchmark or algorithm is called {text!r}{guess}: metabench list, without "
+                f"names, lists them all"
+            )
         return text
 
     return known
@@ -388,12 +406,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="measure every cell's calibration again instead of reusing the file's",
     )  # fmt: skip
 
-    commands.add_parser(
+    listing = commands.add_parser(
         "list",
         help="list the benchmarks and algorithms (from envs/ and baselines/)",
         description="List every benchmark of envs/*.toml and every algorithm of "
-        "baselines/*.toml (and of $METABENCH_SPECS), with what each is.",
+        "baselines/*.toml (and of $METABENCH_SPECS), with what each is and, for an algorithm, "
+        "its hyperparameters; or only the ones named.",
     )
+    listing.add_argument(
+        "names", nargs="*", metavar="NAME",
+        type=listed_name([*sorted(benchmarks), *sorted(algorithms)]),
+        help="benchmarks or algorithms to show (default: all)",
+    )  # fmt: skip
 
     table = commands.add_parser(
         "table",
@@ -610,8 +634,9 @@ def list_command(args: argparse.Namespace) -> None:
     from metabench.harness.report import make_console, specs_tables
 
     console = make_console()
-    for table in specs_tables():
-        console.print(table)
+    for table in specs_tables(set(args.names) or None):
+        if table.row_count:
+            console.print(table)
 
 
 def table_command(args: argparse.Namespace) -> None:

@@ -120,8 +120,9 @@ def grid_tables(summaries: Sequence[Summary], title: str) -> list[Table]:
     return tables
 
 
-def specs_tables() -> tuple[Table, ...]:
-    """What ``envs/`` and ``baselines/`` hold: one row per benchmark, one per algorithm."""
+def specs_tables(names: set[str] | None = None) -> tuple[Table, ...]:
+    """What ``envs/`` and ``baselines/`` hold: one row per benchmark, one per algorithm, and
+    the algorithms' hyperparameters (only the benchmarks and algorithms in ``names``, if given)."""
     from metabench.harness.algorithms import load_algorithms
     from metabench.harness.benchmarks import load_benchmarks
 
@@ -130,27 +131,32 @@ def specs_tables() -> tuple[Table, ...]:
         benchmarks.add_column(column, no_wrap=True)
     benchmarks.add_column("env id, about")  # the id on a line of its own: the names are long
     for name, spec in sorted(load_benchmarks().items()):
+        if names is not None and name not in names:
+            continue
         protocol = f"{spec.exploration_episodes} explore + {spec.test_episodes} test"
         tasks = f"{spec.n_test_tasks}{spec.split.test_tasks_note()}"
         benchmarks.add_row(
             name, str(spec.episodes_per_trial), protocol, tasks,
-            f"{spec.env_id}\n{spec.description}",
+            Text(f"{spec.env_id}\n{spec.description}"),  # text: "[...]" is not markup here
         )  # fmt: skip
     algorithms = Table(title="algorithms (baselines/*.toml): --algorithm / --algorithms")
     for column in ("name", "cpus", "budget per profile (env steps; may vary per benchmark)"):
         algorithms.add_column(column, no_wrap=True)
     algorithms.add_column("about")
     for name, entry in sorted(load_algorithms().items()):
+        if names is not None and name not in names:
+            continue
         budgets = ", ".join(
             f"{profile} {setting.steps:,}" for profile, setting, _ in entry.profiles
         )
-        algorithms.add_row(name, str(entry.cpus), budgets, entry.description)
-    return benchmarks, algorithms, hyperparameters_table()
+        algorithms.add_row(name, str(entry.cpus), budgets, Text(entry.description))
+    return benchmarks, algorithms, hyperparameters_table(names)
 
 
-def hyperparameters_table() -> Table:
-    """Every hyperparameter of every algorithm, from its config dataclass: type and range,
-    default (before the baseline file's per-benchmark settings), documentation."""
+def hyperparameters_table(names: set[str] | None = None) -> Table:
+    """Every hyperparameter of every algorithm (or of those in ``names``), from its config
+    dataclass: type and range, default (before the baseline file's per-benchmark settings),
+    documentation."""
     from metabench.harness.algorithms import load_algorithms
     from metabench.validation import config_fields
 
@@ -164,6 +170,8 @@ def hyperparameters_table() -> Table:
         table.add_column(column, no_wrap=True)
     table.add_column("about")
     for name, entry in sorted(load_algorithms().items()):
+        if names is not None and name not in names:
+            continue
         file_defaults = entry.defaults.values if entry.defaults is not None else {}
         for field in config_fields(entry.implementation.config):
             default = file_defaults.get(field.name, field.default)
@@ -174,7 +182,7 @@ def hyperparameters_table() -> Table:
                 if isinstance(default, bool)
                 else str(list(default) if isinstance(default, tuple) else default)
             )
-            table.add_row(name, field.name, field.describe(), shown, field.doc)
+            table.add_row(name, field.name, field.describe(), shown, Text(field.doc))
     return table
 
 

@@ -515,3 +515,17 @@ def test_the_benchmarks_page_lists_every_shipped_benchmark():
     page = (Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text()
     shipped = {path.stem for path in (Path(__file__).parents[2] / "envs").glob("*.toml")}
     assert shipped and [name for name in sorted(shipped) if f"`{name}`" not in page] == []
+
+
+def test_list_shows_only_the_names_given_and_their_text_as_written(capsys):
+    assert main(["list", "pearl", "HalfCheetahVel-oyster"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│ ")}
+    assert {"pearl", "HalfCheetahVel-oyster"} <= rows and "maml-trpo" not in rows
+    assert "SAC on [observation, z]" in out  # a description's brackets are not markup
+    assert "meta_batch_size" in out and "inner_lr" not in out  # PEARL's hyperparameters only
+    with pytest.raises(SystemExit):
+        main(["list", "perl"])
+    assert "no benchmark or algorithm is called 'perl' (did you mean 'pearl'?)" in (
+        capsys.readouterr().err
+    )
