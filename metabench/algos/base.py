@@ -118,14 +118,15 @@ class MetaRLAlgorithm(abc.ABC):
         :param config: the algorithm's config object (its :class:`Implementation`'s
             ``config``), resolved and recorded by the harness.
         :param log_dir: the run's TensorBoard folder (``None``: no logging).
-        :param cpus: the cores the run may use (``None``: no bound); worker processes never
-            change the numbers.
+        :param cpus: the cores the run may use (``None``: no bound), for an algorithm that steps
+            its envs in worker processes (RL2, MAML: they override this method); worker
+            processes never change the numbers.
         :param device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (:mod:`metabench.devices`); used
             where :attr:`uses_device`.
 
         The default calls the constructor that the torch algorithms share,
-        ``cls(env, sampler, config, *, seed, env_kwargs, log_dir, cpus, device)``, on the
-        benchmark's train env and task sampler; an algorithm built otherwise overrides it.
+        ``cls(env, sampler, config, *, seed, env_kwargs, log_dir, device)``, on the benchmark's
+        train env and task sampler; an algorithm built otherwise overrides it.
         """
         return cls(  # type: ignore[call-arg]
             spec.env_id,
@@ -134,7 +135,6 @@ class MetaRLAlgorithm(abc.ABC):
             seed=seed,
             env_kwargs=spec.train_env_kwargs(seed),
             log_dir=log_dir,
-            cpus=cpus,
             device=device,
         )
 

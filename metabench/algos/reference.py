@@ -188,7 +188,6 @@ class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env.
     :param log_dir: SB3's TensorBoard folder (``None``: no logging).
-    :param cpus: unused (the sub-envs step in this process).
     :param device: where PPO acts and trains (``"auto"``, ``"cpu"``, ``"cuda"``).
 
     Example::
@@ -214,7 +213,6 @@ class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         log_dir: str | None = None,
-        cpus: int | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or ReferenceConfig()

@@ -278,9 +278,9 @@ def test_an_algorithm_without_steps_per_iteration_is_refused_before_anything_is_
         (PLUGIN.format(body="    pass").replace("Mine, RandomSearchConfig", "Mine, dict"),
          "IMPLEMENTATION", "its config is <class 'dict'>, not a dataclass"),
         (BARE, "IMPLEMENTATION", "Bare is built as __init__(env, sampler, config, *, seed, "
-         "env_kwargs, log_dir, cpus, device), which Bare.__init__(env) does not take (it lacks "
-         "seed, env_kwargs, log_dir, cpus, device): give the constructor those arguments, or "
-         "override from_benchmark"),
+         "env_kwargs, log_dir, device), which Bare.__init__(env) does not take (it lacks seed, "
+         "env_kwargs, log_dir, device): give the constructor those arguments, or override "
+         "from_benchmark"),
         (PLUGIN.format(body="    @classmethod\n    def from_benchmark(cls, spec, config, *, seed, "
          "log_dir):\n        pass\n"), "IMPLEMENTATION", "Mine is built as from_benchmark(spec, "
          "config, *, seed, log_dir, cpus, device), which Mine.from_benchmark(spec, config, *, "

@@ -148,7 +148,6 @@ class MAML(MetaRLAlgorithm):
         no global random state is touched.
     :param env_kwargs: passed to the task env (e.g. ``{"horizon": 20}``).
     :param log_dir: unused (MAML logs through the harness).
-    :param cpus: unused here (:meth:`from_benchmark` bounds the env workers it builds with it).
     :param policy: use this policy instead of building one; its spaces must match the env.
     :param vec_env: a ready vector env of ``meta_batch_size * episodes_per_task`` sub-envs with
         ``set_tasks`` (e.g. a batched MuJoCo env); ``None`` builds one with
@@ -178,7 +177,6 @@ class MAML(MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         log_dir: str | None = None,
-        cpus: int | None = None,
         device: str | torch.device = "cpu",
         policy: GaussianMLPPolicy | None = None,
         vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None,

@@ -103,7 +103,6 @@ class PEARL(MetaRLAlgorithm):
     :param seed: seeds the training tasks, the networks and every draw.
     :param env_kwargs: passed to the task env.
     :param log_dir: unused (PEARL logs through the harness).
-    :param cpus: unused (the task env steps in this process).
     :param device: where the networks train and act (``"auto"``, ``"cpu"``, ``"cuda"``); the
         buffers and the random draws stay on the CPU.
 
@@ -128,7 +127,6 @@ class PEARL(MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         log_dir: str | None = None,
-        cpus: int | None = None,
         device: str | torch.device = "cpu",
     ) -> None:
         self.config = config = config or PEARLConfig()
