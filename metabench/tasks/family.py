@@ -77,7 +77,8 @@ class TaskFamily:
 def task_families() -> dict[str, TaskFamily]:
     """Every family of :mod:`metabench.tasks`, by package name, in alphabetical order.
 
-    :raises ValueError: if two families declare the same env name or split kind.
+    :raises ValueError: if two families declare the same env name or split kind, or a family
+        a built-in kind of split.
     """
     found: dict[str, TaskFamily] = {}
     for module in sorted(pkgutil.iter_modules([str(TASKS_FOLDER)]), key=lambda m: m.name):
@@ -87,13 +88,16 @@ def task_families() -> dict[str, TaskFamily]:
         if isinstance(family, TaskFamily):
             found[module.name] = family
     for kind in ("envs", "splits"):
-        owners: dict[str, str] = {}
+        owners = dict.fromkeys(BUILT_IN_SPLITS, "metabench") if kind == "splits" else {}
         for package, family in found.items():
             for name in getattr(family, kind):
                 if name in owners:
                     raise ValueError(
                         f"task families {owners[name]} and {package} both declare {name!r} in "
                         f"their {kind}: rename one"
+                        if owners[name] != "metabench"
+                        else f"task family {package} declares the built-in split kind {name!r}: "
+                        f"rename its own"
                     )
                 owners[name] = package
     return found

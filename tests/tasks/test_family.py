@@ -63,6 +63,12 @@ def test_two_families_declaring_one_name_is_an_error_naming_both(folder_of_famil
         task_families()
 
 
+def test_a_family_may_not_take_a_built_in_kind_of_split(folder_of_families):
+    folder_of_families("listing", "Lister", {"list": "x:MyList"})
+    with pytest.raises(ValueError, match="listing declares the built-in split kind 'list'"):
+        task_families()
+
+
 def test_the_shipped_families_declare_what_registration_and_the_reader_use():
     families = task_families()
     assert {"halfcheetah", "metaworld", "toy"} <= set(families)
