@@ -529,3 +529,33 @@ def test_list_shows_only_the_names_given_and_their_text_as_written(capsys):
     assert "no benchmark or algorithm is called 'perl' (did you mean 'pearl'?)" in (
         capsys.readouterr().err
     )
+
+
+CLASSIC = sorted(
+    name for name in load_benchmarks() if name.endswith(("-oyster", "-varibad"))
+)  # the classic suite's benchmarks, named by protocol
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize("name", CLASSIC)
+def test_every_classic_benchmark_gives_its_tasks_and_envs_take_them(name):
+    """Each benchmark of the classic suite draws its held-out tasks (the last of its fixed list
+    under oyster's protocol, its test count), and its test and train envs take them."""
+    spec = get_benchmark(name)
+    tasks = spec.test_tasks(0)
+    assert isinstance(spec.n_test_tasks, int) and len(tasks) == spec.n_test_tasks
+    env = spec.make_test_env(0)
+    for task in tasks[:3]:
+        _, info = env.reset(seed=0, options={"task": task})
+        assert info["task"] == task
+        assert env.step(env.action_space.sample())[0].shape == env.observation_space.shape
+    sampler = spec.train_sampler(0)
+    if name.endswith("-oyster"):  # the first tasks of the same list
+        assert sampler is not None and spec.split.kind == "list"
+        listed = sampler.tasks  # type: ignore[attr-defined]
+        assert len(listed) == spec.split.values["train_tasks"]
+        if spec.split.values["n_tasks"] == spec.split.values["train_tasks"]:
+            assert listed[-len(tasks) :] == tasks  # oyster's Dir tasks: trained and tested on
+    else:
+        assert sampler is None and spec.split.kind == "seed"  # a task per trial
+    assert spec.test_tasks(0) == tasks  # the same seed, the same tasks
