@@ -340,7 +340,7 @@ def time_sequential_metatest(
 def env_only_rate(processes: int, steps: int = 5_000, lean: bool = False) -> float:
     """Meta-World's own step rate, env-only: the ML10 training classes in turn, random actions,
     ``processes`` processes at once (steps/s summed over them). ``lean=True``: the same with
-    metabench's lean step (``metabench/tasks/metaworld_lean.py``)."""
+    metabench's lean step (``metabench/tasks/metaworld/lean.py``)."""
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
