@@ -150,10 +150,11 @@ class AlgorithmEntry:
         if not self.benchmarks or self.settings_for(benchmark):
             return None
         tables = ", ".join(pattern for pattern, _ in self.benchmarks)
+        settings = "the published settings" if self.origin.shipped else "its settings there"
         return (
             f"{self.name} has no settings for {benchmark} ({self.path} has [benchmarks.*] tables "
             f"for {tables} only): it runs with its defaults; add a [benchmarks.{benchmark}] table "
-            f"with the published settings to tune it"
+            f"with {settings} to tune it"
         )
 
     def sources(self, benchmark: str) -> list[str]:
