@@ -52,11 +52,41 @@ def metaworld(lean: bool) -> Callable[[], tuple[gym.Env[Any, Any], Any]]:
     return make
 
 
+def classic(env_id: str, task: Any = None, **kwargs: Any) -> Callable[[], tuple[Any, Any]]:
+    """A task env of the classic suite, with ``task`` (one it would not draw, where there is
+    one), or else one drawn with a generator of its own (never the seeded episode's)."""
+
+    def make() -> tuple[gym.Env[Any, Any], Any]:
+        env = gym.make(env_id, horizon=10, disable_env_checker=True, **kwargs).unwrapped
+        return env, task if task is not None else env.sample_tasks(1, np.random.default_rng(9))[0]
+
+    return make
+
+
+CLASSIC = [
+    pytest.param(classic("metabench/AntDir-v0", {"angle": 1.0}), id="AntDir"),
+    pytest.param(classic("metabench/AntGoal-v0", {"goal": [5.0, 0.0]}), id="AntGoal"),
+    pytest.param(classic("metabench/HumanoidDir-v0", {"angle": 7.0}), id="HumanoidDir"),
+    pytest.param(classic("metabench/WalkerRandParams-v0"), id="WalkerRandParams"),
+    pytest.param(classic("metabench/HopperRandParams-v0"), id="HopperRandParams"),
+    pytest.param(
+        classic("metabench/HalfCheetahVel-v0", {"velocity": 3.5}, protocol="oyster"),
+        id="HalfCheetahVel-oyster",
+    ),
+]
+"""The classic suite's MuJoCo envs (the point robots need no MuJoCo: below)."""
+
+
 ENVS = [
     pytest.param(halfcheetah_vel, id="HalfCheetahVel", marks=pytest.mark.mujoco),
     pytest.param(halfcheetah_dir, id="HalfCheetahDir", marks=pytest.mark.mujoco),
     pytest.param(point_goal, id="PointGoal"),
     pytest.param(bandit, id="Bandit"),
+    *[pytest.param(*p.values, id=p.id, marks=pytest.mark.mujoco) for p in CLASSIC],
+    pytest.param(classic("metabench/PointRobot-v0", {"goal": [3.0, 3.0]}), id="PointRobot"),
+    pytest.param(
+        classic("metabench/SparsePointRobot-v0", {"goal": [0.0, -1.0]}), id="SparsePointRobot"
+    ),
     pytest.param(metaworld(lean=True), id="ML1-lean", marks=pytest.mark.metaworld),
     pytest.param(metaworld(lean=False), id="ML1-metaworld-step", marks=pytest.mark.metaworld),
 ]
