@@ -126,7 +126,8 @@ def _plot_benchmark(benchmark: str, groups: dict[str, list[Result]]) -> bytes:
         if key == "success_rate_per_episode":
             ax.set_ylim(-0.05, 1.05)
     for ax in axes:
-        ax.set_xticks(np.arange(1, n_episodes + 1))
+        # every episode up to 20; beyond, a tick every few, so that 40 labels do not overlap
+        ax.set_xticks(np.arange(1, n_episodes + 1, max(1, -(-n_episodes // 20))))
     _legend_below(fig, axes[0])
     bands = (
         f"{CONFIDENCE:.0%} percentile bootstrap band over seeds, narrower than a "
