@@ -193,10 +193,12 @@ def plan_table(
     is training's step rate over the env-only rate of the cell's cores (1.0: the update and the
     policy cost nothing)."""
     table = Table(title=title)
-    for name in ("benchmark", "algorithm", "seed", "cpus", "iterations"):
-        table.add_column(name, justify="left" if name in ("benchmark", "algorithm") else "right")
-    for name in ("s / iteration", "steps/s", "of env-only", "meta-test", "predicted"):
+    for name in ("benchmark", "algorithm"):  # a long name folds onto a second line, whole
+        table.add_column(name, overflow="fold")
+    for name in ("seed", "cpus", "iterations", "s/iteration", "steps/s", "of env-only"):
         table.add_column(name, justify="right")
+    for name in ("meta-test", "predicted"):
+        table.add_column(name, justify="right", no_wrap=True)
     for cell, (times, cost) in zip(cells, predictions, strict=True):
         ceiling = times.env_steps_per_s * max(cell.cpus, 1)
         table.add_row(
