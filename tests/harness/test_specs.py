@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -559,3 +560,27 @@ def test_every_classic_benchmark_gives_its_tasks_and_envs_take_them(name):
     else:
         assert sampler is None and spec.split.kind == "seed"  # a task per trial
     assert spec.test_tasks(0) == tasks  # the same seed, the same tasks
+
+
+def test_the_benchmarks_page_says_which_baselines_carry_published_settings():
+    """docs/benchmarks.md's table of the classic suite: a cell says "none published" exactly
+    where the baseline file has no [benchmarks.*] table matching the benchmark (a cell that
+    names some benchmarks of its row holds for those only)."""
+    page = (Path(__file__).parents[2] / "docs" / "benchmarks.md").read_text()
+    header = "| benchmark | `pearl` | `maml-trpo` | `rl2-ppo` |"
+    rows = page.split(header, 1)[1].split("\n\n", 1)[0].strip().splitlines()[1:]
+    algorithms = ("pearl", "maml-trpo", "rl2-ppo")
+    checked = set()
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        names = re.findall(r"`([\w-]+)`", cells[0])
+        for algorithm, cell in zip(algorithms, cells[1:], strict=True):
+            only = re.findall(r"`([\w-]+)`:", cell)  # "`PointRobot-oyster`: ..." holds for it
+            for name in names:
+                published = cell != "none published" and (not only or name in only)
+                assert bool(get_algorithm(algorithm).settings_for(name)) == published, (
+                    name,
+                    algorithm,
+                )
+                checked.add(name)
+    assert checked == set(CLASSIC)
