@@ -97,6 +97,9 @@ class MetaRLAlgorithm(abc.ABC):
     records (``result.json``, the periodic meta-tests, TensorBoard) includes them, so that
     runs of different algorithms compare at the environment steps they really took."""
 
+    takes_cpus: ClassVar[bool] = False
+    """Whether the constructor takes ``cpus``, to bound the worker processes that step its envs
+    (RL2); the default :meth:`from_benchmark` passes it only then."""
     uses_device: ClassVar[bool] = False
     """Whether :meth:`from_benchmark` puts networks on ``device`` (the torch algorithms); the
     others run on the CPU whatever ``--device`` says, and their runs record no device."""
@@ -126,7 +129,8 @@ class MetaRLAlgorithm(abc.ABC):
 
         The default calls the constructor that the torch algorithms share,
         ``cls(env, sampler, config, *, seed, env_kwargs, log_dir, device)``, on the benchmark's
-        train env and task sampler; an algorithm built otherwise overrides it.
+        train env and task sampler, with ``cpus=`` too where :attr:`takes_cpus`; an algorithm
+        built otherwise overrides it.
         """
         return cls(  # type: ignore[call-arg]
             spec.env_id,
@@ -136,6 +140,7 @@ class MetaRLAlgorithm(abc.ABC):
             env_kwargs=spec.train_env_kwargs(seed),
             log_dir=log_dir,
             device=device,
+            **({"cpus": cpus} if cls.takes_cpus else {}),
         )
 
     @abc.abstractmethod

@@ -71,9 +71,10 @@ def check_implementation(implementation: Implementation, where: str) -> None:
         )
     if algorithm.from_benchmark.__func__ is MetaRLAlgorithm.from_benchmark.__func__:  # type: ignore[attr-defined]
         function: Any = algorithm  # the default from_benchmark calls the constructor
-        call = "__init__(env, sampler, config, *, seed, env_kwargs, log_dir, device)"
+        cpus = ("cpus",) if algorithm.takes_cpus else ()
+        keywords: tuple[str, ...] = ("seed", "env_kwargs", "log_dir", *cpus, "device")
+        call = f"__init__(env, sampler, config, *, {', '.join(keywords)})"
         names: tuple[str, ...] = ("env", "sampler", "config")
-        keywords: tuple[str, ...] = ("seed", "env_kwargs", "log_dir", "device")
     else:
         function = algorithm.from_benchmark
         call = "from_benchmark(spec, config, *, seed, log_dir, cpus, device)"

@@ -15,7 +15,7 @@ import abc
 import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any, Self
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -189,32 +189,8 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
     config_class: type[Any]
     model: RL2RecurrentPPO
     tb_log_name = "rl2"
+    takes_cpus = True  # with config.processes, its sub-envs step in at most `cpus` processes
     uses_device = True
-
-    @classmethod
-    def from_benchmark(
-        cls,
-        spec: Benchmark,
-        config: Any,
-        *,
-        seed: int,
-        log_dir: str | None = None,
-        cpus: int | None = None,
-        device: str = "cpu",
-    ) -> Self:
-        """RL2 on the benchmark's train env and task sampler; with ``config.processes`` its
-        sub-envs step in at most ``cpus`` processes (the only algorithm constructor that takes
-        ``cpus``: the others step their envs in the calling process)."""
-        return cls(
-            spec.env_id,
-            spec.train_sampler(seed),
-            config,
-            seed=seed,
-            env_kwargs=spec.train_env_kwargs(seed),
-            log_dir=log_dir,
-            cpus=cpus,
-            device=device,
-        )
 
     def __init__(
         self,
