@@ -360,6 +360,8 @@ def build_parser() -> argparse.ArgumentParser:
             "failing cells and go on, then write <results>/README.md and print the table. Run "
             "the same command again to finish an interrupted grid."
         ),
+        epilog="metabench plan, with the same grid options, predicts how long the grid takes "
+        "on this machine before you start it.",
         formatter_class=DefaultsHelpFormatter,
     )
     grid_arguments(bench, list(benchmarks), list(algorithms), profiles)
@@ -449,7 +451,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--results", type=Path, default=Path("results"), help="folder to scan")
     plot.add_argument(
-        "--out", type=Path, default=None, help="output folder (default: <results>/plots)"
+        "--out",
+        type=Path,
+        default=None,
+        help="the PNGs go in <out>/plots, as table --out writes them (default: the --results "
+        "folder)",
     )
     return parser
 
@@ -563,10 +569,12 @@ def train_command(args: argparse.Namespace) -> None:
     def calibrating(cell: Cell) -> None:
         print("calibrating (one training iteration and two meta-tests) ...", file=sys.stderr)
 
-    # said before anything is built: a budget of days on a toy is seen before it starts
-    print(forecast(settings, measure=args.predict, on_calibrate=calibrating), flush=True)
-    if not args.predict:
-        train(settings)
+    if args.predict:
+        print(forecast(settings, measure=True, on_calibrate=calibrating), flush=True)
+        return
+    # said before training starts (a budget of days on a toy is seen at once), and only once
+    # the run directory took the settings: never before a refusal or for a finished run
+    train(settings, before_training=lambda: print(forecast(settings), flush=True))
 
 
 def bench_command(args: argparse.Namespace) -> None:
@@ -660,12 +668,9 @@ def plot_command(args: argparse.Namespace) -> None:
     if not runs:
         raise no_results_error(args.results)
     plots = render_plots(runs)
-    if args.out is None:  # <results>/plots, the files `table` writes there too
-        written = write_generated(
-            args.results, {f"plots/{n}": p for n, p in plots.items()}, "--out"
-        )
-    else:
-        written = write_generated(args.out, plots, "--out")
+    # <out>/plots, as `table --out` writes them (without --out: <results>/plots)
+    out = args.results if args.out is None else args.out
+    written = write_generated(out, {f"plots/{n}": p for n, p in plots.items()}, "--out")
     for path in written:
         print(f"wrote {path}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,9 +22,12 @@ from metabench.harness.status import RunStatus
 
 def make_console(stderr: bool = False) -> Console:
     """A console for metabench's output. Off a terminal (CI logs, pipes) rich falls back to 80
-    columns and wraps messages and tables; 120 keeps them on one line."""
+    columns and wraps messages and tables; 120 keeps them on one line, unless ``COLUMNS`` sets
+    the width (``COLUMNS=200 metabench status runs | less``)."""
     stream = sys.stderr if stderr else sys.stdout
-    return Console(stderr=stderr) if stream.isatty() else Console(stderr=stderr, width=120)
+    if stream.isatty() or os.environ.get("COLUMNS", "").isdigit():
+        return Console(stderr=stderr)  # rich reads COLUMNS itself
+    return Console(stderr=stderr, width=120)
 
 
 def metatest_table(result: MetaTestResult, title: str) -> Table:

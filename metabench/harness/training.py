@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Literal
@@ -42,8 +43,16 @@ from metabench.harness.run import RunPlan, RunSettings, build_algorithm, metates
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
 
 
-def train(settings: RunSettings, console: Console | None = None) -> dict[str, Any]:
+def train(
+    settings: RunSettings,
+    console: Console | None = None,
+    before_training: Callable[[], None] | None = None,
+) -> dict[str, Any]:
     """Meta-train, meta-test and write ``result.json``; resumes from a checkpoint if present.
+
+    :param before_training: called once the run directory is claimed and the run will train
+        (not for a finished run, nor before a refusal): ``metabench train`` says the run's
+        predicted time there, so that no prediction precedes an error.
 
     :raises RunError: (or ``KeyError``/``ValueError`` for bad names and hyperparameters) before
         any file is written when the settings cannot work.
@@ -64,7 +73,7 @@ def train(settings: RunSettings, console: Console | None = None) -> dict[str, An
     n_iterations = settings.env_steps // per_iteration if per_iteration else 0
     run.create()
     with run.locked():
-        return _train_locked(settings, plan, algo, n_iterations, console)
+        return _train_locked(settings, plan, algo, n_iterations, console, before_training)
 
 
 def _train_locked(
@@ -73,6 +82,7 @@ def _train_locked(
     algo: MetaRLAlgorithm,
     n_iterations: int,
     console: Console,
+    before_training: Callable[[], None] | None,
 ) -> dict[str, Any]:
     """:func:`train` once its run directory is locked."""
     spec, config, run = plan.spec, plan.config, plan.run
@@ -87,7 +97,8 @@ def _train_locked(
         return finished
     if run.set_aside:
         console.print(f"{run.result_path} was corrupt (moved to {run.corrupt_path}): re-running")
-
+    if before_training is not None:
+        before_training()
     trainer = MetaTrainer(algo, n_iterations)
     state = run.load_checkpoint()
     if state is not None:

@@ -45,7 +45,7 @@ def test_table_and_plot_commands_run_without_torch(tmp_path: Path) -> None:
     out = tmp_path / "out"
     commands = [
         ["table", "--results", str(results), "--out", str(out / "table")],
-        ["plot", "--results", str(results), "--out", str(out / "plots")],
+        ["plot", "--results", str(results), "--out", str(out / "plot")],
     ]
     code = "import sys; from metabench.cli import main\n" + "".join(
         f"assert main({command!r}) == 0, {command!r}\n" for command in commands
@@ -53,4 +53,7 @@ def test_table_and_plot_commands_run_without_torch(tmp_path: Path) -> None:
     shown = run_python(code + not_loaded("torch"))
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert (out / "table" / "README.md").read_text().count("nop") > 0
-    assert list((out / "plots").glob("*.png"))
+    # --out means one thing to both: the folder whose plots/ holds the PNGs
+    plotted = sorted(path.name for path in (out / "plot" / "plots").glob("*.png"))
+    assert plotted
+    assert plotted == sorted(path.name for path in (out / "table" / "plots").glob("*.png"))

@@ -294,9 +294,13 @@ def test_train_says_its_predicted_time_before_it_trains(tmp_path, capsys, monkey
     cache = CalibrationCache(calibration.default_cache())
     cache.put(calibration_key(cell_plan(cell)), "pearl", PEARL_POINT_GOAL)
     said_before_training: list[str] = []
-    monkeypatch.setattr(
-        training, "train", lambda settings: said_before_training.append(capsys.readouterr().out)
-    )
+
+    def fake_train(settings, before_training):
+        assert capsys.readouterr().out == ""  # nothing said before the directory is claimed
+        before_training()
+        said_before_training.append(capsys.readouterr().out)
+
+    monkeypatch.setattr(training, "train", fake_train)
     assert main(train_args(out, "--steps", "1000000")) == 0
     # 500 iterations of 2,000 steps after PEARL's collection, then PointGoal's 20 test tasks
     train_s, metatest_s = 60.0 + 500 * 520.0, 10.0 + 20 * 2.0
@@ -313,7 +317,12 @@ def test_train_without_a_calibration_says_how_to_get_one_and_trains(tmp_path, ca
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     trained: list[int] = []
-    monkeypatch.setattr(training, "train", lambda settings: trained.append(settings.env_steps))
+
+    def fake_train(settings, before_training):
+        before_training()
+        trained.append(settings.env_steps)
+
+    monkeypatch.setattr(training, "train", fake_train)
     assert main(train_args(tmp_path / "run")) == 0
     path = tmp_path / "cache" / "metabench" / "calibration.json"
     assert capsys.readouterr().out == (
@@ -337,7 +346,7 @@ def test_train_predict_measures_keeps_and_prints_the_prediction_without_training
         return PEARL_POINT_GOAL
 
     monkeypatch.setattr(calibration, "calibrate", fake_calibrate)
-    monkeypatch.setattr(training, "train", lambda settings: pytest.fail("--predict trained"))
+    monkeypatch.setattr(training, "train", lambda *args, **kwargs: pytest.fail("--predict trained"))
     assert main(train_args(tmp_path / "run", "--predict", "--cpus", "1")) == 0
     captured = capsys.readouterr()
     assert measured == [("PointGoal", "pearl", 1)]
@@ -349,7 +358,29 @@ def test_train_predict_measures_keeps_and_prints_the_prediction_without_training
     )
     assert not (tmp_path / "run").exists()
     # kept: the next run says it without measuring
-    monkeypatch.setattr(training, "train", lambda settings: None)
+    monkeypatch.setattr(training, "train", lambda settings, before_training: before_training())
     assert main(train_args(tmp_path / "run", "--cpus", "1")) == 0
     assert capsys.readouterr().out.startswith("predicted: pearl on PointGoal, 2,000 env steps")
     assert len(measured) == 1
+
+
+def test_train_says_no_prediction_before_it_refuses_an_out_of_another_run(
+    tmp_path, capsys, monkeypatch
+):
+    """A refusal (here: --out holds a run of another seed) is the only thing said, and a
+    finished run is reported as finished, without a prediction of a training that never runs."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    assert main(["train", "--benchmark", "PointGoal", "--algorithm", "nop", "--seed", "0",
+                 "--out", str(out)]) == 0  # fmt: skip
+    assert "no predicted time for nop" in capsys.readouterr().out
+    assert main(["train", "--benchmark", "PointGoal", "--algorithm", "nop", "--seed", "1",
+                 "--out", str(out)]) == 1  # fmt: skip
+    refused = capsys.readouterr()
+    assert "holds a different run (differs in: " in refused.err
+    assert "predicted" not in refused.out + refused.err
+    assert main(["train", "--benchmark", "PointGoal", "--algorithm", "nop", "--seed", "0",
+                 "--out", str(out)]) == 0  # fmt: skip
+    finished = capsys.readouterr()
+    assert "is already complete" in finished.err
+    assert "predicted" not in finished.out + finished.err

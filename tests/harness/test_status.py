@@ -213,3 +213,17 @@ def test_unfinished_lists_only_the_runs_without_a_result_and_how_to_resume_them(
     assert "nop-run" in capsys.readouterr().out
     assert main(["status", "--unfinished", str(finished)]) == 0
     assert capsys.readouterr().out.strip() == f"every run under {finished} has finished"
+
+
+def test_the_console_off_a_terminal_is_120_columns_wide_unless_columns_says_otherwise(
+    monkeypatch,
+):
+    """Pytest's captured stdout is not a terminal, as a pipe is not."""
+    from metabench.harness.report import make_console
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert make_console().width == 120
+    monkeypatch.setenv("COLUMNS", "200")
+    assert make_console().width == 200
+    monkeypatch.setenv("COLUMNS", "wide")  # not a number: rich would ignore it too
+    assert make_console().width == 120
