@@ -13,10 +13,12 @@ budget of a few iterations; ``rl2-ppo-chunked`` also runs its chunked update, an
 ``rl2-ppo-metaworld`` every setting of its ML10 table but the task batch and order, with short
 chunks (their own settings are for Meta-World only). The hash covers every number of
 ``result.json``'s training and meta-test sections except wall times, and their keys, as
-:func:`metabench.analysis.resultfile.read_result` reads the file: in the current version's form,
-so that a run written in version 1 of the meta-test result (``n_exploration_eps``) and the same
-numbers written in version 2 (``exploration_episodes``) hash the same. (Fingerprints printed
-before version 2 hashed the file as written and cannot be compared with these.)
+:func:`metabench.analysis.resultfile.read_result` reads the file (of any version) and
+:meth:`~metabench.records.RunResult.to_json` writes it back, with the meta-tests' ``version``
+hashed as 2: the fields version 3 of the records added are ``null`` where these runs have none
+(no numbers), so that the fingerprints stay those of version 2 and a run written in any version
+hashes the same. (Fingerprints printed before version 2 hashed the file as written and cannot be
+compared with these.)
 
 ``--code`` trains with another checkout of metabench (the runs run in it, with it first on their
 ``PYTHONPATH``) while the hashing stays this script's, for instance the commit before a change
@@ -93,6 +95,10 @@ only, and the benchmark whose settings their tiny run takes (:func:`meta_world_s
 SECTIONS = ("env_steps", "iterations", "metatest", "metatrain", "train_evaluation")
 """The parts of ``result.json`` whose numbers the hash covers."""
 
+HASHED_VERSION = 2
+"""The meta-tests' ``version`` the hash covers, whatever version wrote them: the fingerprints
+printed since version 2 of the meta-test result stay comparable."""
+
 
 def meta_world_settings(algorithm: str, benchmark: str) -> list[str]:
     """``--set`` for each hyperparameter the baseline file gives ``algorithm`` on ``benchmark``,
@@ -152,8 +158,11 @@ def fingerprint(
         paths = [str(cwd), os.environ.get("PYTHONPATH", "")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL, env=env, cwd=cwd)
-    result = read_result(out / "result.json")
-    payload = json.dumps(numbers(result, ignore=ignore), sort_keys=True).encode()
+    record = read_result(out / "result.json").to_json()
+    for section in ("metatest", "train_evaluation"):
+        if record[section] is not None:
+            record[section]["version"] = HASHED_VERSION
+    payload = json.dumps(numbers(record, ignore=ignore), sort_keys=True).encode()
     return hashlib.sha256(payload).hexdigest()
 
 

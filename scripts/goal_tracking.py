@@ -59,7 +59,7 @@ def main() -> None:
         run.algorithm.config = dataclasses.replace(  # type: ignore[attr-defined]
             config, deterministic_eval=mode, deterministic_test=mode
         )
-    plan, seed = run.plan, run.plan.config["seed"]
+    plan, seed = run.plan, run.plan.config.seed
     logs: list[HandLog] = []
 
     def make_env() -> HandLog:

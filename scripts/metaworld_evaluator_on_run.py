@@ -20,9 +20,9 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from metabench.evaluation import upgrade_record
 from metabench.evaluation.metaworld_adapter import MetaWorldAgent
 from metabench.harness.loading import load_run
+from metabench.records import EvaluationRecord, RunResult
 
 SETTINGS = {"ML10": (20, 40, 5), "ML45": (45, 45, 5), "ML1": (10, 50, 1)}
 """Meta-World+'s meta_batch_size, test goals per class and test classes (examples/meta_learning,
@@ -34,10 +34,14 @@ def recorded_count(run_dir: Path) -> float | None:
     candidates = [run_dir / "result.json", *sorted(run_dir.glob("evaluations/evaluate-*.json"))]
     for path in reversed(candidates):
         if path.exists():
-            record = upgrade_record(json.loads(path.read_text()))
-            aggregate = record.get("metatest", record).get("aggregate", {})
-            if aggregate.get("metaworld_success_rate") is not None:
-                return float(aggregate["metaworld_success_rate"])
+            data = json.loads(path.read_text())
+            metatest = (
+                RunResult.from_json(data).metatest
+                if path.name == "result.json"
+                else EvaluationRecord.from_json(data).metatest
+            )
+            if metatest.success is not None and metatest.success.metaworld is not None:
+                return metatest.success.metaworld.success_rate
     return None
 
 
@@ -54,7 +58,7 @@ def main() -> None:
         parser.error(f"{run.spec.name} is not a Meta-World benchmark")
     meta_batch, goals, classes = SETTINGS[benchmark]
     kwargs = {"env_name": run.spec.env_kwargs["env_name"]} if benchmark == "ML1" else {}
-    recurrent = "rl2" in run.config["algorithm"]
+    recurrent = "rl2" in run.config.algorithm
     envs = gym.make_vec(
         f"Meta-World/{benchmark}-test",
         meta_batch_size=meta_batch,

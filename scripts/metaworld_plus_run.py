@@ -88,8 +88,8 @@ def main() -> int:
     if args.out.exists():
         sys.exit(f"error: {args.out} exists; give a new directory")
     template = load_run(args.template, device="cpu")
-    if template.config["algorithm"] != "rl2-ppo-metaworld":
-        algorithm_name = template.config["algorithm"]
+    if template.config.algorithm != "rl2-ppo-metaworld":
+        algorithm_name = template.config.algorithm
         sys.exit(f"error: {args.template} is a run of {algorithm_name}: give rl2-ppo-metaworld's")
     state = template.plan.run.load_checkpoint()
     assert state is not None  # load_run refuses a run without one

@@ -277,8 +277,8 @@ def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
         plan.spec, test_env_kwargs={**(kwargs or plan.spec.env_kwargs), "lean": False}
     )
     tasks = profiled_test_tasks(plan)
-    own = make_evaluator(own_step, plan.config["seed"], test_tasks=tasks)
-    lean = make_evaluator(plan.spec, plan.config["seed"], test_tasks=tasks)
+    own = make_evaluator(own_step, plan.config.seed, test_tasks=tasks)
+    lean = make_evaluator(plan.spec, plan.config.seed, test_tasks=tasks)
     sequential = {
         "Meta-World's own step": time_sequential_metatest(algorithm, algo, own, explorer),
         "lean step": time_sequential_metatest(algorithm, algo, lean, explorer),
@@ -286,7 +286,7 @@ def profile_metatest(algorithm: str, overrides: dict[str, Any]) -> None:
 
     from metabench.evaluation.batched import _TrialEnvs
 
-    evaluator = make_evaluator(plan.spec, plan.config["seed"], test_tasks=tasks)
+    evaluator = make_evaluator(plan.spec, plan.config.seed, test_tasks=tasks)
     processes = os.cpu_count() or 1
     batched = Stopwatch()
     batched.wrap(type(algo.get_exploration_policies(1)), "get_actions", "policy inference")

@@ -14,6 +14,7 @@ import json
 
 from metabench.errors import RunError
 from metabench.harness.loading import load_run, set_test_actions
+from metabench.records import MetaTestRecord
 
 
 def main() -> None:
@@ -29,7 +30,7 @@ def main() -> None:
     except RunError as error:
         parser.error(str(error))
     result = run.evaluator(args.test_tasks).evaluate(run.algorithm, run.processes)
-    aggregate = result.to_dict()["aggregate"]
+    aggregate = MetaTestRecord.of(result).to_json()["aggregate"]
     print(
         json.dumps(
             {

@@ -17,9 +17,10 @@ import torch
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.algos.maml import MAML, MAMLConfig
 from metabench.data import EpisodeBatch, StepType
-from metabench.evaluation import MetaTestResult, TaskResult
+from metabench.evaluation import TaskResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
+from metabench.records import MetaTestRecord, Protocol, RunConfig, RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository's root (``results/``, ``envs/``, the README)."""
@@ -156,9 +157,12 @@ def make_result(
     env_steps: int = 1000,
     wall_time_s: float = 60.0,
     metatrain: dict[str, float] | None = None,
-) -> dict[str, Any]:
-    """A result dict shaped like ``metabench train`` writes it, with the given episode returns
-    (one list per task: exploration episodes, then test episodes)."""
+    metaworld_envs_per_class: int | None = None,
+) -> RunResult:
+    """A result shaped like ``metabench train`` writes it, with the given episode returns (one
+    list per task: exploration episodes, then test episodes). With ``metaworld_envs_per_class``
+    (and ``successes``) its meta-test records Meta-World's count: each successful episode's
+    first success at its third step."""
     task_results = [
         TaskResult(
             task_index=i,
@@ -167,27 +171,47 @@ def make_result(
             episode_returns=list(returns),
             episode_lengths=[10] * len(returns),
             episode_successes=None if successes is None else list(successes[i]),
+            episode_success_steps=(
+                [3 if ok else None for ok in successes[i]]
+                if successes is not None and metaworld_envs_per_class is not None
+                else None
+            ),
+            episode_returns_to_success=(
+                list(returns) if metaworld_envs_per_class is not None else None
+            ),
         )
         for i, returns in enumerate(task_returns)
     ]
-    metatest = MetaTestResult(
+    test_episodes = len(task_returns[0]) - exploration_episodes
+    metatest = MetaTestRecord(
         algorithm=algorithm,
         env="fake",
         exploration_episodes=exploration_episodes,
-        test_episodes=len(task_returns[0]) - exploration_episodes,
+        test_episodes=test_episodes,
         seed=seed,
-        tasks=task_results,
+        tasks=tuple(task_results),
+        metaworld_envs_per_class=metaworld_envs_per_class,
     )
-    return {
-        "config": {
-            "benchmark": benchmark,
-            "env_id": f"metabench/{benchmark}-v0",
-            "algorithm": algorithm,
-            "seed": seed,
-        },
-        "provenance": {},
-        "env_steps": env_steps,
-        "wall_time_s": wall_time_s,
-        "metatrain": metatrain or {},
-        "metatest": metatest.to_dict(),
-    }
+    config = RunConfig(
+        benchmark=benchmark,
+        benchmark_source="a test",
+        env_id=f"metabench/{benchmark}-v0",
+        env_kwargs={},
+        algorithm=algorithm,
+        hyperparameters={},
+        hyperparameter_sources=[],
+        seed=seed,
+        env_steps_budget=1000,  # one budget: runs of other budgets are not pooled
+        protocol=Protocol(exploration_episodes, test_episodes),
+        test_tasks=tuple(t.task for t in task_results),
+    )
+    return RunResult(
+        config=config,
+        command=None,
+        provenance={},
+        iterations=1,
+        env_steps=env_steps,
+        wall_time_s=wall_time_s,
+        metatrain=metatrain or {},
+        metatest=metatest,
+    )

@@ -132,10 +132,10 @@ def test_a_trained_agent_meta_tests_as_the_whole_checkpoint_does(tmp_path, name)
     evaluator = small_metatest(name, seed=3)
     from_checkpoint = build(name, seed=3)
     from_checkpoint.load_state_dict(state)
-    expected = evaluator.evaluate(from_checkpoint).to_dict()
+    expected = evaluator.evaluate(from_checkpoint)
     from_agent = build(name, seed=3)
     from_agent.load_agent_state(agent["algorithm"])
-    assert evaluator.evaluate(from_agent).to_dict() == expected
+    assert evaluator.evaluate(from_agent) == expected
     for algo in (trained, from_checkpoint, from_agent):
         if hasattr(algo, "close"):
             algo.close()

@@ -152,16 +152,12 @@ def test_bad_task_values_name_the_spec_file(tmp_path, monkeypatch, capsys):
 def test_table_skips_result_files_it_cannot_use_and_names_them(results, capsys):
     good = json.loads((results / "nop" / "result.json").read_text())
     config = {key: value for key, value in good["config"].items() if key != "benchmark"}
+    tasks = [dict(task) for task in good["metatest"]["tasks"]]
+    tasks[0]["episode_returns"] = [*tasks[0]["episode_returns"][:-1], None]  # NaN, as written
     broken = {
         "no-benchmark": {**good, "config": config},
-        "null-return": {
-            **good,
-            "metatest": {
-                **good["metatest"],
-                "aggregate": {**good["metatest"]["aggregate"], "test_return": None},
-            },
-        },
-    }  # fmt: skip
+        "null-return": {**good, "metatest": {**good["metatest"], "tasks": tasks}},
+    }
     for name, content in broken.items():
         (results / name).mkdir()
         (results / name / "result.json").write_text(json.dumps(content))
@@ -169,10 +165,10 @@ def test_table_skips_result_files_it_cannot_use_and_names_them(results, capsys):
     assert main(["table", "--results", str(results)]) == 0
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
-        f"metabench: warning: skipped {results / 'no-benchmark' / 'result.json'}: lacks "
-        f"config.benchmark",
+        f"metabench: warning: skipped: {results / 'no-benchmark' / 'result.json'} lacks "
+        f"benchmark: delete it and re-run",
         f"metabench: warning: skipped {results / 'null-return' / 'result.json'}: "
-        f"metatest.aggregate.test_return is null, not a finite number",
+        f"metatest test return is NaN, not a finite number",
     ]
     page = (results / "README.md").read_text()
     assert "| Bandit | nop | 0 | 0 |" in page and "null-return" not in page
@@ -265,7 +261,7 @@ def test_a_seed_beyond_32_bits_is_refused_by_the_python_api_before_any_file(tmp_
     with pytest.raises(ValueError, match=r"^seed must be an integer from 0 to 2\*\*32 - 1 "):
         train(RunSettings("Bandit", "nop", 2**32, 1, out))
     assert not (out / "config.json").exists()
-    assert train(RunSettings("Bandit", "nop", 2**32 - 1, 1, out))["config"]["seed"] == 2**32 - 1
+    assert train(RunSettings("Bandit", "nop", 2**32 - 1, 1, out)).config.seed == 2**32 - 1
 
 
 def test_update_threads_above_the_runs_cores_is_one_line(capsys, tmp_path):

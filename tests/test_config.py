@@ -14,7 +14,6 @@ from metabench.algos.reference import ReferenceConfig
 from metabench.algos.rl2.rl2_ppo import RL2PPOConfig
 from metabench.analysis.resultfile import read_result
 from metabench.cli import hyperparameter, main
-from metabench.evaluation import MetaTestResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunDirectory, RunSettings, build_algorithm, resolve
@@ -118,8 +117,8 @@ def test_set_false_gives_false_in_config_and_algorithm(tmp_path):
         "PointGoal", "maml-trpo", 0, 320, tmp_path, {**overrides, "hidden_sizes": [8]}
     )
     spec, config = resolve(settings)
-    assert config["hyperparameters"]["first_order"] is False
-    assert config["hyperparameters"]["hidden_sizes"] == [8]
+    assert config.hyperparameters["first_order"] is False
+    assert config.hyperparameters["hidden_sizes"] == [8]
     algo = build_algorithm(spec, config, None)
     try:
         assert algo.config.first_order is False  # type: ignore[attr-defined]
@@ -127,7 +126,7 @@ def test_set_false_gives_false_in_config_and_algorithm(tmp_path):
         algo.close()  # type: ignore[attr-defined]
     settings.hyperparameters = {"normalize_advantage": "False"}
     settings.algorithm = "rl2-ppo"
-    assert resolve(settings)[1]["hyperparameters"]["normalize_advantage"] is False
+    assert resolve(settings)[1].hyperparameters["normalize_advantage"] is False
 
 
 @pytest.mark.parametrize(
@@ -223,19 +222,20 @@ def test_committed_results_resolve_to_their_recorded_configuration():
     if not files:
         pytest.skip("no committed results")
     for path in files:
-        result = read_result(path)  # in the current version's form, whatever version it is in
-        config = result["config"]
+        result = read_result(path)  # whatever version it is in
+        config = result.config
         assert RunDirectory(path.parent).read_config() == config, path  # config.json, read
-        protocol = config["protocol"]
-        metatest = MetaTestResult.from_dict(result["metatest"])
+        protocol = config.protocol
+        metatest = result.metatest
         assert (metatest.exploration_episodes, metatest.test_episodes) == (
-            protocol["exploration_episodes"],
-            protocol["test_episodes"],
+            protocol.exploration_episodes,
+            protocol.test_episodes,
         ), path
-        entry = get_algorithm(config["algorithm"])
-        spec = get_benchmark(config["benchmark"])
+        entry = get_algorithm(config.algorithm)
+        spec = get_benchmark(config.benchmark)
         overrides = {}
-        words = result["command"].split()
+        assert result.command is not None, path
+        words = result.command.split()
         for index, word in enumerate(words):
             if word == "--set":
                 key, value = hyperparameter(words[index + 1])  # as the CLI reads it
@@ -243,13 +243,10 @@ def test_committed_results_resolve_to_their_recorded_configuration():
         resolved = json.loads(json.dumps(entry.hyperparameters(spec, overrides)))
         defaults = json.loads(json.dumps(entry.implementation.defaults(spec)))
         # an option added after the run, at a default that keeps the old behaviour
-        added = {k for k in set(resolved) - set(config["hyperparameters"]) if k in defaults}
+        added = {k for k in set(resolved) - set(config.hyperparameters) if k in defaults}
         assert {k: resolved[k] for k in added} == {k: defaults[k] for k in added}, path
-        assert {k: v for k, v in resolved.items() if k not in added} == config["hyperparameters"], (
-            path
-        )
-        if "hyperparameter_sources" in config:  # older results did not record them
-            assert entry.sources(spec.name) == config["hyperparameter_sources"], path
+        assert {k: v for k, v in resolved.items() if k not in added} == config.hyperparameters, path
+        assert entry.sources(spec.name) == config.hyperparameter_sources, path
 
 
 def test_list_shows_every_hyperparameter_with_its_type_and_default(capsys):

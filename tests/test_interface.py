@@ -70,7 +70,7 @@ def test_a_run_derives_its_test_tasks_once(tmp_path, monkeypatch):
     plan = plan_run(RunSettings("Bandit", "nop", 3, 1, tmp_path / "plan"))
     assert len(calls) == 1
     assert list(plan.test_tasks) == plan.evaluator().test_tasks
-    assert plan.config["test_tasks"] == list(plan.test_tasks)
+    assert list(plan.config.test_tasks) == list(plan.test_tasks)
     calls.clear()
     train(RunSettings("Bandit", "nop", 3, 1, tmp_path / "run"))
     assert calls == [3]

@@ -13,6 +13,7 @@ from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import RunSettings, make_evaluator
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.training import evaluate, train
+from metabench.records import MetaTestRecord
 from metabench.rng import global_rng_state
 from tests.factories import make_maml
 
@@ -79,9 +80,9 @@ def test_evaluate_gives_the_final_metatest_of_the_run(
             benchmark_name, algorithm, 0, steps, out, overrides, eval_schedule=MetaTestSchedule(1)
         )
     )
-    assert evaluate(out).to_dict() == final["metatest"]
+    assert MetaTestRecord.of(evaluate(out)) == final.metatest
     assert "The same numbers as the run's final meta-test" in capsys.readouterr().err
-    assert evaluate(out).to_dict() == final["metatest"]  # evaluating changes nothing on disk
+    assert MetaTestRecord.of(evaluate(out)) == final.metatest  # evaluating changes nothing on disk
 
 
 def states_equal(a: dict, b: dict) -> bool:
@@ -99,12 +100,12 @@ def test_evaluation_streams_leave_every_training_state_as_it_was():
     rl2 = RL2PPO(spec.env_id, config=RL2PPOConfig(meta_batch_size=2, hidden_size=8))
     before = global_rng_state()
     with rl2.evaluation_streams(5):
-        first = evaluator.evaluate(rl2).to_dict()
+        first = evaluator.evaluate(rl2)
     assert states_equal(global_rng_state(), before)
     with rl2.evaluation_streams(5):
-        assert evaluator.evaluate(rl2).to_dict() == first
+        assert evaluator.evaluate(rl2) == first
     with rl2.evaluation_streams(6):
-        assert evaluator.evaluate(rl2).to_dict() != first  # a stochastic policy, another stream
+        assert evaluator.evaluate(rl2) != first  # a stochastic policy, another stream
 
     maml = make_maml(
         spec.env_id, meta_batch_size=2, episodes_per_task=2, hidden_sizes=(8,),
@@ -198,8 +199,10 @@ def test_evaluate_says_when_a_number_of_the_record_is_not_reproduced(tmp_path, c
     train(RunSettings("Bandit", "rl2-ppo", 0, 192, out))
     path = out / "result.json"
     record = json.loads(path.read_text())
-    for task in record["metatest"]["tasks"]:  # as recorded before these fields existed
+    for task in record["metatest"]["tasks"]:  # as version 2 recorded it before these existed
         del task["episode_success_steps"], task["episode_returns_to_success"]
+    del record["version"], record["metatest_protocol"], record["train_evaluation"]
+    record["metatest"]["version"] = 2
     path.write_text(json.dumps(record))
     capsys.readouterr()
     evaluate(out)

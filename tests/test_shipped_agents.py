@@ -7,9 +7,11 @@ import shutil
 
 import pytest
 
+from metabench.analysis.resultfile import read_result
 from metabench.harness.provenance import cpu_record
 from metabench.harness.run import RunDirectory
 from metabench.harness.training import evaluate
+from metabench.records import MetaTestRecord
 from tests.factories import ROOT
 
 SHIPPED = sorted(path.parent for path in (ROOT / "results").rglob("agent.pt"))
@@ -34,11 +36,11 @@ def test_a_shipped_agent_meta_tests_to_the_numbers_of_its_result(tmp_path, capsy
     run.mkdir()
     for name in ("config.json", "result.json", "agent.pt"):
         shutil.copy(shipped / name, run / name)
-    recorded = json.loads((run / "result.json").read_text())
-    result = evaluate(run).to_dict()
+    recorded = read_result(run / "result.json")
+    result = MetaTestRecord.of(evaluate(run))
     said = capsys.readouterr().err
-    if recorded["provenance"]["cpu"] == cpu_record():
-        assert result == recorded["metatest"]
+    if recorded.provenance["cpu"] == cpu_record():
+        assert result == recorded.metatest
         assert "The same numbers as the run's final meta-test" in said
     else:  # another kind of CPU: the difference is stated, not hidden
-        assert result == recorded["metatest"] or "provenance and this machine differ in" in said
+        assert result == recorded.metatest or "provenance and this machine differ in" in said

@@ -149,10 +149,9 @@ class Comparison:
 
 
 def _runs_score(runs: Sequence[Result], success: bool) -> np.ndarray:
-    aggregates = [run["metatest"]["aggregate"] for run in runs]
     if success:
-        return np.array([episode_success_rate(a) for a in aggregates], dtype=np.float64)
-    return np.array([a["test_return"] for a in aggregates], dtype=np.float64)
+        return np.array([episode_success_rate(run.metatest) for run in runs], dtype=np.float64)
+    return np.array([run.metatest.test_return for run in runs], dtype=np.float64)
 
 
 def _scored_by_success(env_id: str) -> bool:
@@ -162,7 +161,7 @@ def _scored_by_success(env_id: str) -> bool:
 
 def _benchmark_of(groups: Mapping[str, Sequence[Result]]) -> str | None:
     """The one benchmark the runs of ``groups`` belong to (``None`` without runs)."""
-    names = {str(run["config"]["benchmark"]) for runs in groups.values() for run in runs}
+    names = {run.config.benchmark for runs in groups.values() for run in runs}
     if len(names) > 1:
         raise ValueError(f"benchmark_scores compares one benchmark at a time, got {sorted(names)}")
     return next(iter(names), None)
@@ -186,8 +185,7 @@ def benchmark_scores(groups: Mapping[str, Sequence[Result]]) -> tuple[str, dict[
     """
     benchmark = _benchmark_of(groups)
     success = all(
-        episode_success_rate(run["metatest"]["aggregate"]) is not None
-        and _scored_by_success(str(run["config"].get("env_id", "")))
+        episode_success_rate(run.metatest) is not None and _scored_by_success(run.config.env_id)
         for runs in groups.values()
         for run in runs
     )

@@ -27,7 +27,7 @@ from metabench.analysis.resultfile import (
 )
 from metabench.atomic import atomic_write_bytes, atomic_write_json, make_writable_folder
 from metabench.errors import RunError
-from metabench.evaluation.results import ResultVersionError
+from metabench.records import RecordVersionError
 
 MANIFEST = ".metabench-generated.json"
 
@@ -94,7 +94,7 @@ def _unusable(path: Path) -> str:
     """Why the tables cannot use the result file at ``path``, naming it."""
     try:
         problem = table_problem(read_result(path))
-    except (CorruptResultError, ResultVersionError) as error:
+    except (CorruptResultError, RecordVersionError) as error:
         return str(error)
     return f"{path} {problem}: delete it and re-run" if problem else f"{path} is usable"
 

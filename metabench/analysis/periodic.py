@@ -14,7 +14,6 @@ import dataclasses
 import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 from metabench.analysis.formatting import format_interval, format_number, format_steps
 from metabench.analysis.references import load_references
@@ -24,29 +23,30 @@ from metabench.analysis.stats import (
     Result,
     episode_success_rate,
     group_runs,
+    metaworld_success_rate,
     t_interval,
 )
-from metabench.evaluation.results import ResultVersionError, upgrade_record
+from metabench.records import EvaluationRecord, RecordVersionError
 
 PUBLISHED_SUCCESS_METRIC = "meta-test success rate"
 """The metric of the published numbers that a run's meta-test success is set beside."""
 
 
-def periodic_metatests(result_path: Path) -> list[dict[str, Any]]:
+def periodic_metatests(result_path: Path) -> list[EvaluationRecord]:
     """The meta-tests a run made during training (``--eval-every``), from the
-    ``evaluations/iteration-*.json`` beside its ``result.json``, in order of iteration, in the
-    current version's form (:func:`~metabench.evaluation.upgrade_record`).
+    ``evaluations/iteration-*.json`` beside its ``result.json``, in order of iteration, of any
+    version (:meth:`~metabench.records.EvaluationRecord.from_json`).
 
-    :raises ResultVersionError: naming the file, for one of a version this metabench cannot
+    :raises RecordVersionError: naming the file, for one of a version this metabench cannot
         read (a newer one).
     """
     files = sorted((result_path.parent / "evaluations").glob("iteration-*.json"))
     found = []
     for path in files:
         try:
-            found.append(upgrade_record(json.loads(path.read_text())))
-        except ResultVersionError as error:
-            raise ResultVersionError(f"{path}: {error}") from None
+            found.append(EvaluationRecord.from_json(json.loads(path.read_text())))
+        except RecordVersionError as error:
+            raise RecordVersionError(f"{path}: {error}") from None
     return found
 
 
@@ -95,7 +95,7 @@ def best_during_training(runs: Iterable[tuple[Path, Result]]) -> list[BestDuring
             evals = [
                 e
                 for e in periodic_metatests(paths[id(result)])
-                if episode_success_rate(e["aggregate"]) is not None
+                if episode_success_rate(e.metatest) is not None
             ]
             if evals:
                 per_seed.append((result, evals))
@@ -105,29 +105,25 @@ def best_during_training(runs: Iterable[tuple[Path, Result]]) -> list[BestDuring
         best_at: list[int] = []
         counts: list[float] | None = []
         for _, evals in per_seed:
-            rates = [episode_success_rate(e["aggregate"]) or 0.0 for e in evals]
+            rates = [episode_success_rate(e.metatest) or 0.0 for e in evals]
             bests.append(max(rates))
-            best_at.append(int(evals[rates.index(max(rates))]["env_steps"]))
-            counted = [e["aggregate"].get("metaworld_success_rate") for e in evals]
+            best_at.append(evals[rates.index(max(rates))].env_steps or 0)
+            counted = [metaworld_success_rate(e.metatest) for e in evals]
             if counts is not None and None not in counted:
-                counts.append(max(float(c) for c in counted))
+                counts.append(max(float(c) for c in counted if c is not None))
             else:  # a seed without Meta-World's count: no mean of the counts
                 counts = None
         found.append(
             BestDuringTraining(
                 benchmark=benchmark,
                 algorithm=algorithm,
-                seeds=tuple(int(r["config"]["seed"]) for r, _ in per_seed),
+                seeds=tuple(r.config.seed for r, _ in per_seed),
                 n_metatests=tuple(len(evals) for _, evals in per_seed),
-                n_tasks=tuple(
-                    sorted({int(e["aggregate"]["n_tasks"]) for _, evals in per_seed for e in evals})
-                ),
+                n_tasks=tuple(sorted({e.metatest.n_tasks for _, evals in per_seed for e in evals})),
                 best_success=tuple(bests),
                 best_at=tuple(best_at),
                 best_metaworld_success=None if counts is None else tuple(counts),
-                final_success=tuple(
-                    episode_success_rate(r["metatest"]["aggregate"]) for r, _ in per_seed
-                ),
+                final_success=tuple(episode_success_rate(r.metatest) for r, _ in per_seed),
             )
         )
     return found

@@ -38,6 +38,7 @@ from metabench.analysis.stats import (
     group_runs,
     seed_intervals,
 )
+from metabench.records import EvaluationRecord, MetaTestRecord
 
 __all__ = [
     "DPI",
@@ -68,10 +69,11 @@ def plot_filename(benchmark: str) -> str:
 
 
 def _curves(runs: Sequence[Result], key: str) -> np.ndarray | None:
-    """Per seed (rows), the aggregate ``key`` at each episode index (columns); ``None`` if no
-    seed reports it. The seeds share one meta-test protocol (:func:`group_runs` never pools
-    different ones), so their rows have one length."""
-    rows = [run["metatest"]["aggregate"].get(key) for run in runs]
+    """Per seed (rows), the meta-test's curve ``key`` (``return_per_episode`` or
+    ``success_rate_per_episode``) at each episode index (columns); ``None`` if no seed reports
+    it. The seeds share one meta-test protocol (:func:`group_runs` never pools different ones),
+    so their rows have one length."""
+    rows = [_curve(run.metatest, key) for run in runs]
     rows = [row for row in rows if row is not None]
     return np.asarray(rows, dtype=np.float64) if rows else None
 
@@ -100,9 +102,7 @@ def _plot_benchmark(benchmark: str, groups: dict[str, list[Result]]) -> bytes:
     if with_success:
         panels.append(("success_rate_per_episode", "success rate"))
     colors = [f"C{i}" for i in range(len(groups))]
-    n_exploration = sorted(
-        {int(r["metatest"]["exploration_episodes"]) for g in groups.values() for r in g}
-    )
+    n_exploration = sorted({r.metatest.exploration_episodes for g in groups.values() for r in g})
     n_episodes = 1
     for ax, (key, ylabel) in zip(axes, panels, strict=True):
         for (algorithm, runs), color in zip(groups.items(), colors, strict=True):
@@ -176,13 +176,13 @@ def task_points(runs: Sequence[Result]) -> tuple[str, np.ndarray, np.ndarray] | 
     return, sorted by value; ``None`` unless every task is one number with the same name."""
     names, values, returns = set(), [], []
     for run in runs:
-        for task in run["metatest"]["tasks"]:
-            found = _task_value(task["task"])
-            if found is None or task["test_return"] is None:
+        for task in run.metatest.tasks:
+            found = _task_value(task.task)
+            if found is None or not np.isfinite(task.test_return):
                 return None
             names.add(found[0])
             values.append(found[1])
-            returns.append(float(task["test_return"]))
+            returns.append(task.test_return)
     if len(names) != 1:
         return None
     order = np.argsort(values, kind="stable")
@@ -242,14 +242,14 @@ def return_by_task_plots(results: Iterable[ResultLike]) -> dict[str, bytes]:
     }
 
 
-def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, Any]]]]) -> bytes:
+def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[EvaluationRecord]]]) -> bytes:
     with_success = any(
-        episode_success_rate(e["aggregate"]) is not None for _, _, evals in runs for e in evals
+        episode_success_rate(e.metatest) is not None for _, _, evals in runs for e in evals
     )
-    panels: list[tuple[Callable[[dict[str, Any]], float | None], str, str]] = [
-        (lambda aggregate: aggregate.get("test_return"), "return_per_episode", "return")
+    panels: list[tuple[Callable[[MetaTestRecord], float | None], str, str]] = [
+        (lambda metatest: metatest.test_return, "return_per_episode", "return")
     ]
-    if with_success:  # the success the tables report, per-task for records that predate it
+    if with_success:  # the success the tables report
         panels.insert(0, (episode_success_rate, "success_rate_per_episode", "success"))
     fig = Figure(
         figsize=(PANEL_SIZE[0] * len(panels), PANEL_SIZE[1]), dpi=DPI, layout="constrained"
@@ -258,16 +258,16 @@ def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, 
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (post_of, curve_key, name) in zip(axes, panels, strict=True):
         for i, (name_of_run, result, evals) in enumerate(runs):
-            config, color = result["config"], f"C{i}"
-            steps = [e["env_steps"] for e in evals]
-            post = [_or_nan(post_of(e["aggregate"])) for e in evals]
-            pre = [(e["aggregate"].get(curve_key) or [np.nan])[0] for e in evals]
-            label = f"{name_of_run} seed {config['seed']}"
+            color = f"C{i}"
+            steps = [e.env_steps for e in evals]
+            post = [_or_nan(post_of(e.metatest)) for e in evals]
+            pre = [(_curve(e.metatest, curve_key) or [np.nan])[0] for e in evals]
+            label = f"{name_of_run} seed {result.config.seed}"
             ax.plot(steps, post, color=color, marker="o", markersize=3, label=f"{label}: test")
             ax.plot(steps, pre, color=color, linestyle=":", label=f"{label}: first episode")
-            final = post_of(result["metatest"]["aggregate"])
+            final = post_of(result.metatest)
             if final is not None:  # the final meta-test, on every test task
-                ax.plot([result["env_steps"]], [final], color=color, marker="*",
+                ax.plot([result.env_steps], [final], color=color, marker="*",
                         markersize=12, linestyle="none")  # fmt: skip
         ax.set_xlabel("environment steps of meta-training")
         ax.set_ylabel(f"meta-test {name}")
@@ -276,7 +276,7 @@ def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, 
             ax.set_ylim(-0.05, 1.05)
             _draw_published(ax, benchmark)
     _legend_below(fig, axes[0])
-    n_tasks = sorted({e["aggregate"].get("n_tasks") for _, _, evals in runs for e in evals})
+    n_tasks = sorted({e.metatest.n_tasks for _, _, evals in runs for e in evals})
     fig.suptitle(
         f"{benchmark}: meta-test during training on {'/'.join(map(str, n_tasks))} test tasks "
         f"(dots: after adapting; dotted: first exploration episode; star: final meta-test on all "
@@ -286,6 +286,13 @@ def _plot_learning(benchmark: str, runs: list[tuple[str, Result, list[dict[str, 
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
+
+
+def _curve(metatest: MetaTestRecord, key: str) -> list[float] | None:
+    """A meta-test's ``return_per_episode`` or ``success_rate_per_episode``."""
+    if key == "return_per_episode":
+        return metatest.return_per_episode
+    return metatest.success_rate_per_episode
 
 
 def _or_nan(value: float | None) -> float:
@@ -319,16 +326,16 @@ def learning_curve_plots(runs: Iterable[tuple[Path, Result]]) -> dict[str, bytes
     benchmark's published meta-test success rates. Sorted by benchmark."""
     runs = list(runs)
     names = {id(run): name for (_, name), group in group_runs(runs).items() for run in group}
-    by_benchmark: dict[str, list[tuple[str, Result, list[dict[str, Any]]]]] = {}
+    by_benchmark: dict[str, list[tuple[str, Result, list[EvaluationRecord]]]] = {}
     for path, result in runs:
         evals = periodic_metatests(path)
         if evals:
-            by_benchmark.setdefault(result["config"]["benchmark"], []).append(
+            by_benchmark.setdefault(result.config.benchmark, []).append(
                 (names[id(result)], result, evals)
             )
     return {
         plot_filename(benchmark).replace("adaptation_", "learning_", 1): _plot_learning(
-            benchmark, sorted(group, key=lambda r: (r[0], r[1]["config"]["seed"]))
+            benchmark, sorted(group, key=lambda r: (r[0], r[1].config.seed))
         )
         for benchmark, group in sorted(by_benchmark.items())
     }

@@ -3,7 +3,8 @@ algorithm's runs (the comparisons between algorithms are in :mod:`metabench.anal
 the tables built from both in :mod:`metabench.analysis.tables`).
 
 The unit of the statistics is the **seed** (one independent training run). Each run contributes
-one number per metric, its own aggregate over the test tasks (``metatest.aggregate``); episodes
+one number per metric, its own aggregate over the test tasks (computed from the episodes its
+meta-test records: :class:`~metabench.records.MetaTestRecord`); episodes
 and tasks are never treated as samples over seeds, since they are not independent of each other
 within a run. The interval over seeds of every table is Student's t (:func:`t_interval`): a
 percentile bootstrap over the 2 to 10 seeds metabench runs covers far less than its nominal 95%
@@ -31,6 +32,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from metabench.analysis.formatting import format_steps
+from metabench.records import MetaTestRecord, RunResult
 
 __all__ = [
     "METATRAIN_RETURN_KEYS",
@@ -61,11 +63,10 @@ METATRAIN_RETURN_KEYS = ("metatrain/average_return", "metatrain/post_update_retu
 RATE_BOUNDS = (0.0, 1.0)
 """The range of a success rate: :func:`t_interval` clips a rate's interval to it."""
 
-Result = Mapping[str, Any]
-"""A result file as :func:`~metabench.analysis.resultfile.read_result` reads it: in the current
-version's form (``metatest.exploration_episodes``), whatever version the file was written in."""
+Result = RunResult
+"""A result file as :func:`~metabench.analysis.resultfile.read_result` reads it."""
 ResultLike = Result | tuple[Path, Result]
-"""A result dict, or a ``(path, result)`` pair as
+"""A result, or a ``(path, result)`` pair as
 :func:`~metabench.analysis.resultfile.collect_results` returns them."""
 
 
@@ -270,11 +271,11 @@ def _as_result(item: ResultLike) -> Result:
 def _setting(result: Result) -> tuple[Any, str, str]:
     """What separates runs that must not be pooled: the env-step budget, the meta-test's
     episodes and every recorded hyperparameter (an unrecorded one counts as its own value)."""
-    config, metatest = result["config"], result["metatest"]
-    hyperparameters = config.get("hyperparameters") or {}
-    explore, test = metatest.get("exploration_episodes", "?"), metatest.get("test_episodes", "?")
+    config, metatest = result.config, result.metatest
+    hyperparameters = config.hyperparameters
+    explore, test = metatest.exploration_episodes, metatest.test_episodes
     return (
-        config.get("env_steps_budget"),
+        config.env_steps_budget,
         f"{explore}+{test} episodes",
         json.dumps(hyperparameters, sort_keys=True, default=str),
     )
@@ -332,8 +333,7 @@ def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Resu
         result = _as_result(item)
         if isinstance(item, tuple):
             paths[id(result)] = item[0]
-        config = result["config"]
-        key = (str(config["benchmark"]), str(config["algorithm"]))
+        key = (result.config.benchmark, result.config.algorithm)
         by_algorithm.setdefault(key, {}).setdefault(_setting(result), []).append(result)
     groups: dict[tuple[str, str], list[Result]] = {}
     for (benchmark, algorithm), by_setting in by_algorithm.items():
@@ -343,14 +343,14 @@ def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Resu
         for label, runs in zip(_setting_labels(list(by_setting)), by_setting.values(), strict=True):
             groups[(benchmark, f"{algorithm} ({label})")] = runs
     for key, runs in groups.items():
-        runs.sort(key=lambda r: r["config"]["seed"])
-        seeds = [r["config"]["seed"] for r in runs]
+        runs.sort(key=lambda r: r.config.seed)
+        seeds = [r.config.seed for r in runs]
         duplicates = sorted({s for s in seeds if seeds.count(s) > 1})
         if duplicates:
             where = [
                 str(paths[id(run)].parent)
                 for run in runs
-                if run["config"]["seed"] in duplicates and id(run) in paths
+                if run.config.seed in duplicates and id(run) in paths
             ]
             found = f" ({', '.join(where)})" if where else ""
             raise ValueError(
@@ -406,29 +406,32 @@ def metatrain_return(stats: Mapping[str, Any]) -> float | None:
     return None
 
 
-def episode_success_rate(aggregate: Mapping[str, Any]) -> float | None:
+def episode_success_rate(metatest: MetaTestRecord) -> float | None:
     """The success rate a table reports: the fraction of test episodes that succeeded (garage's
-    count); a run recorded before it was stored gives its per-task rate."""
-    rate = aggregate.get("test_episode_success_rate", aggregate.get("test_success_rate"))
-    return None if rate is None else float(rate)
+    count); ``None`` where the env reports no success."""
+    success = metatest.success
+    return None if success is None else success.episode_rate
+
+
+def metaworld_success_rate(metatest: MetaTestRecord) -> float | None:
+    """Meta-World's own count of the test episodes, where the meta-test records it."""
+    success = metatest.success
+    return None if success is None or success.metaworld is None else success.metaworld.success_rate
 
 
 def pre_adaptation_return(result: Result) -> float | None:
     """Mean return of a run's exploration episodes: the policy before ``adapt_policy`` (MAML's
     pre-update policy; RL2 while it explores)."""
-    metatest = result["metatest"]
-    curve = metatest["aggregate"].get("return_per_episode") or []
-    explored = curve[: int(metatest.get("exploration_episodes", 0))]
+    metatest = result.metatest
+    explored = metatest.return_per_episode[: metatest.exploration_episodes]
     return float(np.mean(explored)) if explored else None
 
 
 def test_task_interval(result: Result, confidence: float = 0.95) -> Interval:
     """The post-adaptation return of one run with a bootstrap interval over its test tasks: how
     much the meta-test alone, with other test tasks, could move the number."""
-    n_explore = int(result["metatest"]["exploration_episodes"])
-    per_task = [
-        float(np.mean(task["episode_returns"][n_explore:])) for task in result["metatest"]["tasks"]
-    ]
+    n_explore = result.metatest.exploration_episodes
+    per_task = [float(np.mean(task.episode_returns[n_explore:])) for task in result.metatest.tasks]
     return task_bootstrap_ci(per_task, confidence)
 
 
@@ -439,24 +442,23 @@ def _finite(values: Iterable[float | None]) -> list[float]:
 def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[Summary]:
     """One :class:`Summary` per ``(benchmark, algorithm)``, sorted by benchmark and algorithm.
 
-    Per seed, the meta-test numbers are that run's ``metatest.aggregate`` ``test_return`` and
-    :func:`episode_success_rate`; the meta-train return is the first of
+    Per seed, the meta-test numbers are that run's test return and :func:`episode_success_rate`,
+    computed from its meta-test's episodes; the meta-train return is the first of
     :data:`METATRAIN_RETURN_KEYS` in its ``metatrain`` dict. Seeds missing a number are left
     out of that metric. The intervals over seeds are :func:`t_interval`'s, those of success
     rates clipped to :data:`RATE_BOUNDS`.
     """
     summaries = []
     for (benchmark, algorithm), runs in group_runs(results).items():
-        aggregates = [run["metatest"]["aggregate"] for run in runs]
-        returns = _finite(a["test_return"] for a in aggregates)
-        successes = _finite(episode_success_rate(a) for a in aggregates)
-        train = _finite(metatrain_return(run.get("metatrain") or {}) for run in runs)
+        metatests = [run.metatest for run in runs]
+        returns = _finite(m.test_return for m in metatests)
+        successes = _finite(episode_success_rate(m) for m in metatests)
+        train = _finite(metatrain_return(run.metatrain) for run in runs)
         pre = [pre_adaptation_return(run) for run in runs]
         gains = _finite(
-            None if p is None else a["test_return"] - p
-            for p, a in zip(pre, aggregates, strict=True)
+            None if p is None else m.test_return - p for p, m in zip(pre, metatests, strict=True)
         )
-        counted = _finite(a.get("metaworld_success_rate") for a in aggregates)
+        counted = _finite(metaworld_success_rate(m) for m in metatests)
         widths = _finite(
             (i.high - i.low) / 2 for i in (test_task_interval(run, confidence) for run in runs)
         )
@@ -479,9 +481,9 @@ def summarize(results: Iterable[ResultLike], confidence: float = 0.95) -> list[S
                 benchmark=benchmark,
                 algorithm=algorithm,
                 n_seeds=len(runs),
-                seeds=tuple(int(run["config"]["seed"]) for run in runs),
-                env_steps=float(np.mean([run["env_steps"] for run in runs])),
-                wall_time_s=float(np.mean([run["wall_time_s"] for run in runs])),
+                seeds=tuple(run.config.seed for run in runs),
+                env_steps=float(np.mean([run.env_steps for run in runs])),
+                wall_time_s=float(np.mean([run.wall_time_s for run in runs])),
                 metatrain_return=found.get("train"),
                 test_return=found.get("returns", Interval(math.nan, math.nan, math.nan)),
                 test_success=found.get("successes"),

@@ -9,7 +9,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,6 +26,8 @@ from metabench.analysis.stats import (
     episode_success_rate,
     group_runs,
 )
+from metabench.evaluation.results import TaskResult
+from metabench.records import RunResult
 
 ERROR_FILE = "error.json"
 """What ``metabench bench`` leaves in the directory of a cell that failed."""
@@ -48,7 +50,7 @@ def collect_failures(root: Path) -> list[tuple[Path, dict[str, Any]]]:
 
 def results_markdown(
     root: Path,
-    runs: list[tuple[Path, dict[str, Any]]],
+    runs: list[tuple[Path, RunResult]],
     summaries: list[Summary],
     figures: Sequence[str] = (),
     failures: Sequence[tuple[Path, dict[str, Any]]] = (),
@@ -104,12 +106,12 @@ def results_markdown(
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for path, result in runs:
-        config, aggregate = result["config"], result["metatest"]["aggregate"]
-        test_return, success = aggregate["test_return"], episode_success_rate(aggregate)
-        curve = " → ".join(format_number(v) for v in aggregate["return_per_episode"])
+        config, metatest = result.config, result.metatest
+        test_return, success = metatest.test_return, episode_success_rate(metatest)
+        curve = " → ".join(format_number(v) for v in metatest.return_per_episode)
         lines.append(
-            f"| {config['benchmark']} | {config['algorithm']} | {config['seed']} | "
-            f"{result['env_steps']:,} | {format_duration(result['wall_time_s'])} | {curve} | "
+            f"| {config.benchmark} | {config.algorithm} | {config.seed} | "
+            f"{result.env_steps:,} | {format_duration(result.wall_time_s)} | {curve} | "
             f"{format_number(test_return)} | {format_number(success)} | "
             f"`{path.parent.relative_to(root)}` | {_agent(path.parent, result)} |"
         )
@@ -132,9 +134,9 @@ def results_markdown(
             )
     lines += ["", "## Commands that produced them", ""]
     for path, result in runs:
-        command = result.get("command") or "(not recorded: run from Python)"
+        command = result.command or "(not recorded: run from Python)"
         lines.append(f"- `{path.parent.relative_to(root)}`: `{command}`")
-    references = references_for({result["config"]["benchmark"] for _, result in runs})
+    references = references_for({result.config.benchmark for _, result in runs})
     if references:
         lines += [
             "",
@@ -152,13 +154,13 @@ def results_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _agent(run: Path, result: dict[str, Any]) -> str:
+def _agent(run: Path, result: RunResult) -> str:
     """The Runs table's cell for the run's trained agent: its file, none needed (an algorithm
     that does not meta-train, whose meta-test needs nothing but its settings), or none kept
     (a run finished before runs kept their agents)."""
     if (run / "agent.pt").is_file():
         return "`agent.pt`"
-    return "none needed" if result.get("iterations") == 0 else "—"
+    return "none needed" if result.iterations == 0 else "—"
 
 
 def summary_markdown(summaries: Sequence[Summary], confidence: float = 0.95) -> str:
@@ -307,15 +309,17 @@ def _env_name(task: Any) -> str | None:
     return None
 
 
-def _task_success(task: Mapping[str, Any]) -> float | None:
+def _task_success(task: TaskResult) -> float | None:
     """The fraction of the task's test episodes that succeeded, ``None`` if not reported."""
-    successes = task.get("episode_successes")
+    successes = task.episode_successes
     if successes is None:
         return None
-    return float(np.mean(successes[int(task["exploration_episodes"]) :]))
+    return float(np.mean(successes[task.exploration_episodes :]))
 
 
-def per_task_success_markdown(results: Iterable[ResultLike], key: str = "metatest") -> str:
+def per_task_success_markdown(
+    results: Iterable[ResultLike], key: Literal["metatest", "train_evaluation"] = "metatest"
+) -> str:
     """Markdown: per benchmark, the post-adaptation success rate of each env name (rows) for each
     algorithm (columns), in the results' ``key`` meta-test (``"metatest"``: the held-out tasks;
     ``"train_evaluation"``: the training tasks, Meta-World's meta-train success).
@@ -330,14 +334,14 @@ def per_task_success_markdown(results: Iterable[ResultLike], key: str = "metates
     cells: dict[tuple[str, str, str], dict[int, list[float]]] = {}
     for (benchmark, algorithm), runs in group_runs(results).items():
         for run in runs:
-            seed = int(run["config"]["seed"])
-            for task in run.get(key, {}).get("tasks", []):
-                name, success = _env_name(task.get("task")), _task_success(task)
+            metatest = run.metatest if key == "metatest" else run.train_evaluation
+            for task in () if metatest is None else metatest.tasks:
+                name, success = _env_name(task.task), _task_success(task)
                 if name is None or success is None:
                     continue
-                cells.setdefault((benchmark, algorithm, name), {}).setdefault(seed, []).append(
-                    success
-                )
+                cells.setdefault((benchmark, algorithm, name), {}).setdefault(
+                    run.config.seed, []
+                ).append(success)
     if not cells:
         return ""
     lines = [

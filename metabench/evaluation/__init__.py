@@ -6,8 +6,8 @@
   policy call per step;
 - :mod:`~metabench.evaluation.recording`: what both runners share, from recorded episodes to a
   :class:`TaskResult`;
-- :mod:`~metabench.evaluation.results`: :class:`MetaTestResult`, the tasks' JSON form and
-  :func:`~metabench.evaluation.results.upgrade_record`, the reader of earlier versions;
+- :mod:`~metabench.evaluation.results`: :class:`MetaTestResult` and the tasks' JSON form (a run
+  stores its meta-tests as :class:`metabench.records.MetaTestRecord`);
 - :mod:`~metabench.tasks.metaworld.count`: Meta-World's own count of the same episodes;
 - :mod:`~metabench.evaluation.metaworld_adapter`: any algorithm under Meta-World's own
   evaluator (:class:`~metabench.evaluation.metaworld_adapter.MetaWorldAgent`).
@@ -22,16 +22,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from metabench.evaluation.results import (
-    RESULT_FORMAT,
-    RESULT_VERSION,
-    MetaTestResult,
-    ResultVersionError,
-    TaskResult,
-    task_from_json,
-    task_to_json,
-    upgrade_record,
-)
+from metabench.evaluation.results import MetaTestResult, TaskResult, task_from_json, task_to_json
 
 if TYPE_CHECKING:
     from metabench.evaluation.sequential import (
@@ -58,13 +49,9 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "GARAGE_PROTOCOL",
     "METAWORLD_PROTOCOL",
-    "RESULT_FORMAT",
-    "RESULT_VERSION",
     "MetaEvaluator",
     "MetaTestResult",
-    "ResultVersionError",
     "TaskResult",
     "task_from_json",
     "task_to_json",
-    "upgrade_record",
 ]

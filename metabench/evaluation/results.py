@@ -6,10 +6,8 @@ replayable JSON form (:func:`task_to_json`, :func:`task_from_json`). Success is 
 task's index in the test task list, never by env name (Meta-World's own
 ``metalearning_evaluation`` keys it by name, which merges all the tasks of ML1 into one).
 
-Stored records are read through :func:`upgrade_record`, the one reader of earlier versions:
-version 1 named the protocol's episode counts ``n_exploration_eps`` and ``n_test_episodes``;
-version 2 (:data:`RESULT_VERSION`) names them as the API does, ``exploration_episodes`` and
-``test_episodes``.
+A run stores its meta-tests as :class:`metabench.records.MetaTestRecord`, which writes and reads
+them (every version of the file).
 """
 
 from __future__ import annotations
@@ -30,72 +28,7 @@ from metabench.tasks.metaworld.count import (
     task_class,
 )
 
-__all__ = [
-    "RESULT_FORMAT",
-    "RESULT_VERSION",
-    "MetaTestResult",
-    "ResultVersionError",
-    "TaskResult",
-    "task_from_json",
-    "task_to_json",
-    "upgrade_record",
-]
-
-RESULT_FORMAT = "metabench.MetaTestResult"
-"""The ``"format"`` tag of :meth:`MetaTestResult.to_dict`."""
-RESULT_VERSION = 2
-"""The ``"version"`` of :meth:`MetaTestResult.to_dict` (:func:`upgrade_record` reads version 1)."""
-
-VERSION_1_NAMES = {"n_exploration_eps": "exploration_episodes", "n_test_episodes": "test_episodes"}
-"""Version 1's keys of the meta-test protocol's episode counts, and version 2's."""
-
-
-class ResultVersionError(ValueError):
-    """A stored meta-test result of a version this metabench cannot read."""
-
-
-def _renamed(data: Mapping[str, Any]) -> dict[str, Any]:
-    return {VERSION_1_NAMES.get(key, key): value for key, value in data.items()}
-
-
-def upgrade_record(data: Mapping[str, Any]) -> dict[str, Any]:
-    """A stored record in the form of the current version (a new dict; ``data`` is unchanged):
-    the one reader of version 1, through which every file metabench writes is read.
-
-    It takes a meta-test result (:meth:`MetaTestResult.to_dict`, and the ``evaluations/*.json``
-    files, which add fields to one), a run's ``config.json`` (its ``protocol``) and a
-    ``result.json`` (its ``config``, ``metatest`` and ``train_evaluation``). Version 1's
-    ``n_exploration_eps`` and ``n_test_episodes`` become ``exploration_episodes`` and
-    ``test_episodes`` there and in each task's result; nothing else changes. A record of the
-    current version comes back equal.
-
-    :raises ResultVersionError: for a meta-test result of a version other than 1 and 2.
-    """
-    record = dict(data)
-    if record.get("format") == RESULT_FORMAT:  # a meta-test result, or a file that extends one
-        version = record.get("version")
-        if version == 1:
-            record = _renamed(record)
-            record["version"] = RESULT_VERSION
-            if isinstance(record.get("tasks"), list):
-                record["tasks"] = [
-                    _renamed(task) if isinstance(task, Mapping) else task
-                    for task in record["tasks"]
-                ]
-        elif version != RESULT_VERSION:
-            newer = isinstance(version, int) and version > RESULT_VERSION
-            raise ResultVersionError(
-                f"meta-test result version {version!r} is "
-                + ("newer than this metabench reads" if newer else "not one metabench writes")
-                + f" (versions 1 to {RESULT_VERSION}): "
-                + ("upgrade metabench to read it" if newer else "the file is not a valid result")
-            )
-    if isinstance(record.get("protocol"), Mapping):  # config.json, which has no version
-        record["protocol"] = _renamed(record["protocol"])
-    for key in ("config", "metatest", "train_evaluation"):  # result.json
-        if isinstance(record.get(key), Mapping):
-            record[key] = upgrade_record(record[key])
-    return record
+__all__ = ["MetaTestResult", "TaskResult", "task_from_json", "task_to_json"]
 
 
 # -- tasks as JSON -------------------------------------------------------------------------------
@@ -243,41 +176,6 @@ class TaskResult:
             )
         ]
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able dict; the derived ``test_*`` entries are for readers, not read back."""
-        record = {
-            "task_index": self.task_index,
-            "task": self.task,
-            "exploration_episodes": self.exploration_episodes,
-            "episode_returns": list(self.episode_returns),
-            "episode_lengths": list(self.episode_lengths),
-            "episode_successes": (
-                None if self.episode_successes is None else list(self.episode_successes)
-            ),
-            "test_return": self.test_return,
-            "test_success": self.test_success,
-        }
-        if self.episode_success_steps is not None:  # results from before these keep their form
-            record["episode_success_steps"] = list(self.episode_success_steps)
-            record["episode_returns_to_success"] = list(self.episode_returns_to_success or [])
-        return record
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TaskResult:
-        """Rebuild a task's result from :meth:`to_dict` output of the current version (those of
-        a stored file are upgraded by :meth:`MetaTestResult.from_dict`)."""
-        successes = data.get("episode_successes")
-        return cls(
-            task_index=int(data["task_index"]),
-            task=data["task"],
-            exploration_episodes=int(data["exploration_episodes"]),
-            episode_returns=[float(r) for r in data["episode_returns"]],
-            episode_lengths=[int(n) for n in data["episode_lengths"]],
-            episode_successes=None if successes is None else [bool(s) for s in successes],
-            episode_success_steps=data.get("episode_success_steps"),
-            episode_returns_to_success=data.get("episode_returns_to_success"),
-        )
-
 
 @dataclasses.dataclass
 class MetaTestResult:
@@ -379,56 +277,3 @@ class MetaTestResult:
     def n_env_steps(self) -> int:
         """Env steps taken by the evaluation, over all tasks and episodes."""
         return sum(sum(t.episode_lengths) for t in self.tasks)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict. ``aggregate`` repeats the derived numbers for readers of the file;
-        :meth:`from_dict` recomputes them from ``tasks``."""
-        record: dict[str, Any] = {
-            "format": RESULT_FORMAT,
-            "version": RESULT_VERSION,
-            "algorithm": self.algorithm,
-            "env": self.env,
-            "exploration_episodes": self.exploration_episodes,
-            "test_episodes": self.test_episodes,
-            "seed": self.seed,
-            "tasks": [t.to_dict() for t in self.tasks],
-            "aggregate": {
-                "return_per_episode": self.return_per_episode,
-                "success_rate_per_episode": self.success_rate_per_episode,
-                "test_return": self.test_return,
-                "test_success_rate": self.test_success_rate,
-                "test_episode_success_rate": self.test_episode_success_rate,
-                "n_env_steps": self.n_env_steps,
-                "n_tasks": self.n_tasks,
-            },
-        }
-        count = self.metaworld
-        if count is not None:  # recorded only when there is one: other results keep their form
-            record["metaworld_envs_per_class"] = self.metaworld_envs_per_class
-            record["aggregate"]["metaworld_success_rate"] = count.success_rate
-            record["aggregate"]["metaworld_return"] = count.mean_return
-            record["aggregate"]["metaworld_success_rate_per_class"] = count.success_rate_per_class
-        return record
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> MetaTestResult:
-        """Rebuild a result from :meth:`to_dict` output (e.g. after ``json.load``), of this
-        version or an earlier one (read through :func:`upgrade_record`).
-
-        :raises ResultVersionError: for a version this metabench cannot read.
-        """
-        if data.get("format") != RESULT_FORMAT:
-            raise ValueError(
-                f"not a metabench meta-test result: 'format' is {data.get('format')!r}, "
-                f"expected {RESULT_FORMAT!r} (write results with MetaTestResult.to_dict)"
-            )
-        data = upgrade_record(data)
-        return cls(
-            algorithm=str(data["algorithm"]),
-            env=str(data["env"]),
-            exploration_episodes=int(data["exploration_episodes"]),
-            test_episodes=int(data["test_episodes"]),
-            seed=int(data["seed"]),
-            tasks=[TaskResult.from_dict(t) for t in data["tasks"]],
-            metaworld_envs_per_class=data.get("metaworld_envs_per_class"),
-        )

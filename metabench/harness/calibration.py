@@ -73,7 +73,7 @@ def cell_plan(cell: Cell) -> RunPlan:
 def metatest_sizes(plan: RunPlan) -> list[int]:
     """Tasks of each of the run's final meta-tests: the test tasks, then Meta-World's training
     tasks where the benchmark has them."""
-    train = len(plan.config.get("train_evaluation_tasks") or [])
+    train = len(plan.config.train_evaluation_tasks or ())
     return [len(plan.test_tasks), *([train] if train else [])]
 
 
@@ -95,7 +95,7 @@ def calibration_tasks(plan: RunPlan) -> tuple[list[int], list[int]]:
     n = len(plan.test_tasks)
     processes = plan.metatest_processes or 1
     small = spread(n, min(n, processes))
-    periodic = plan.config.get("periodic_test_tasks")
+    periodic = plan.config.periodic_test_tasks
     return small, list(periodic) if periodic else spread(n, min(n, 4 * processes))
 
 
@@ -114,11 +114,11 @@ def calibration_key(plan: RunPlan) -> str:
         "cores": os.cpu_count(),
         "torch": torch.__version__,
         "code": git_revision(),
-        "benchmark": config["benchmark"],
-        "algorithm": config["algorithm"],
-        "hyperparameters": config["hyperparameters"],
-        "cpus": config.get("cpus"),
-        "device": config.get("device", "cpu"),
+        "benchmark": config.benchmark,
+        "algorithm": config.algorithm,
+        "hyperparameters": config.hyperparameters,
+        "cpus": config.cpus,
+        "device": config.device,
     }
     text = json.dumps(record, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
@@ -207,7 +207,7 @@ def _metatest_time(plan: RunPlan, algo: MetaRLAlgorithm, indices: list[int]) -> 
 def env_only_rate(plan: RunPlan, seconds: float = ENV_ONLY_SECONDS) -> float:
     """The benchmark's env steps per second on one core: its test env, random actions, the
     run's first test tasks in turn (Meta-World's classes differ several-fold in step cost)."""
-    env = plan.spec.make_test_env(plan.config["seed"])
+    env = plan.spec.make_test_env(plan.config.seed)
     tasks = plan.test_tasks[: min(len(plan.test_tasks), 10)]
     rng = np.random.default_rng(0)
     env.action_space.seed(0)

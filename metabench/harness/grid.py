@@ -134,7 +134,8 @@ def run_grid(cells: Sequence[Cell], executor: Executor, console: Console) -> dic
             if run.set_aside:
                 console.print(f"{cell.label}: corrupt result.json set aside, re-running the cell")
         else:
-            recorded = run.read_config() or {}
+            config = run.read_config()
+            recorded = {} if config is None else config.to_json()
             differing = _other_settings(cell, recorded)
             if differing:
                 raise RunError(

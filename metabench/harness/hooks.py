@@ -29,6 +29,7 @@ from metabench.harness.provenance import provenance
 from metabench.harness.run import RunDirectory, RunPlan, metatest_protocol
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
+from metabench.records import EvaluationRecord, MetaTestRecord
 from metabench.rng import EVALUATION
 
 
@@ -112,10 +113,8 @@ class PeriodicMetaTest(Hook):
 
     def __init__(self, plan: RunPlan, schedule: MetaTestSchedule) -> None:
         self.plan, self.schedule = plan, schedule
-        self.provenance = provenance(
-            plan.config.get("device", "cpu"), get_algorithm(plan.config["algorithm"])
-        )
-        self.subset = plan.config.get("periodic_test_tasks")
+        self.provenance = provenance(plan.config.device, get_algorithm(plan.config.algorithm))
+        self.subset = plan.config.periodic_test_tasks
         self.metatest = MetaTest(
             "periodic_metatest",
             plan.periodic_evaluator(),
@@ -129,21 +128,20 @@ class PeriodicMetaTest(Hook):
         if not self.schedule.due(iteration, trainer.steps_per_iteration):
             return False
         algo = trainer.algorithm
-        with algo.evaluation_streams(evaluation_seed(self.plan.config["seed"], iteration)):
+        with algo.evaluation_streams(evaluation_seed(self.plan.config.seed, iteration)):
             result = trainer.metatest(self.metatest)
         n_test_tasks = len(self.plan.test_tasks)
         protocol = metatest_protocol(self.plan.spec, algo, self.metatest.evaluator, n_test_tasks)
+        record = EvaluationRecord(
+            MetaTestRecord.of(result),
+            iteration=iteration,
+            env_steps=trainer.env_steps,
+            test_task_indices=self.subset,  # the subset's indices in config.json's test_tasks
+            metatest_protocol=protocol,
+            provenance=self.provenance,
+        )
         atomic_write_json(
-            self.plan.run.evaluations / f"iteration-{iteration:06d}.json",
-            {
-                "iteration": iteration,
-                "env_steps": trainer.env_steps,
-                "metatest_protocol": protocol,
-                # the subset's indices in config.json's test_tasks
-                **({} if self.subset is None else {"test_task_indices": self.subset}),
-                "provenance": self.provenance,
-                **result.to_dict(),
-            },
+            self.plan.run.evaluations / f"iteration-{iteration:06d}.json", record.to_json()
         )
         return False
 

@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.devices import DeviceError, resolve_device
@@ -28,6 +28,7 @@ from metabench.harness.run import (
     check_algorithm_known,
     metatest_processes,
 )
+from metabench.records import RunConfig
 from metabench.tasks.base import Task
 
 PERIODIC = "periodic"
@@ -40,9 +41,9 @@ class LoadedRun:
     """A run directory's algorithm, restored from its latest checkpoint (a finished run: its
     trained agent, ``agent.pt``), and its record.
 
-    :param plan: the run as ``config.json`` records it (benchmark, test tasks, protocol), read
-        in the current version's form (:meth:`~metabench.harness.run.RunDirectory.read_config`:
-        a run written by version 1 evaluates as the same run).
+    :param plan: the run as ``config.json`` records it (benchmark, test tasks, protocol), of
+        any version (:meth:`~metabench.harness.run.RunDirectory.read_config`: a run written by
+        an earlier version evaluates as the same run).
     :param algorithm: built from the recorded configuration, at the checkpoint's state, every
         random stream included: meta-testing it draws what the run's final meta-test drew.
     :param iteration: the checkpoint's training iteration (0: no checkpoint, e.g. NOP).
@@ -60,7 +61,7 @@ class LoadedRun:
         return self.plan.run.path
 
     @property
-    def config(self) -> dict[str, Any]:
+    def config(self) -> RunConfig:
         return self.plan.config
 
     @property
@@ -115,18 +116,18 @@ def load_run(path: str | Path, device: str | None = None) -> LoadedRun:
     if config is None:
         raise RunError(f"{run.path} is not a metabench run directory (no config.json)")
     check_algorithm_known(config)
-    spec = benchmark_for(config["benchmark"], config["algorithm"])
-    tasks = tuple(task_from_json(task) for task in config["test_tasks"])
+    spec = benchmark_for(config.benchmark, config.algorithm)
+    tasks = tuple(task_from_json(task) for task in config.test_tasks)
     try:
-        used = str(resolve_device(config.get("device", "cpu") if device is None else device))
+        used = str(resolve_device(config.device if device is None else device))
     except DeviceError as error:
         if device is not None:
             raise
         raise DeviceError(
-            f"{run.path} trained on {config['device']!r}, which this machine lacks: load it "
+            f"{run.path} trained on {config.device!r}, which this machine lacks: load it "
             f"with device='cpu' (metabench evaluate --device cpu)"
         ) from error
-    algorithm = build_algorithm(spec, {**config, "device": used}, None)
+    algorithm = build_algorithm(spec, dataclasses.replace(config, device=used), None)
     state = run.load_checkpoint()
     if state is not None:  # a run in progress, or one finished by an earlier version
         algorithm.load_state_dict(state["algorithm"])

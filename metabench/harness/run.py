@@ -2,11 +2,10 @@
 
 A run directory holds::
 
-    config.json         the resolved configuration (benchmark, algorithm, hyperparameters, seed,
-                        budget, meta-test protocol, test tasks): a re-run with another
-                        configuration is refused; one written by an earlier version (its
-                        protocol's ``n_exploration_eps`` and ``n_test_episodes``) is read in the
-                        current form (:func:`metabench.evaluation.upgrade_record`)
+    config.json         the resolved configuration (:class:`~metabench.records.RunConfig`:
+                        benchmark, algorithm, hyperparameters, seed, budget, meta-test protocol,
+                        test tasks): a re-run with another configuration is refused; one written
+                        by an earlier version is read through the records' migrations
     checkpoint.pt       the latest checkpoint (algorithm state, iteration, wall time), replaced
                         atomically every ``checkpoint_every`` iterations, while the run goes
     agent.pt            once the run has finished, the trained agent in place of the checkpoint:
@@ -44,7 +43,7 @@ from metabench.analysis.resultfile import CorruptResultError, read_result
 from metabench.atomic import atomic_write_bytes, atomic_write_json, make_writable_folder
 from metabench.devices import resolve_device
 from metabench.errors import RunError
-from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json, upgrade_record
+from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json
 from metabench.harness.algorithms import get_algorithm, load_algorithms
 from metabench.harness.benchmarks import BenchmarkSpec, get_benchmark
 from metabench.harness.provenance import (
@@ -56,6 +55,7 @@ from metabench.harness.provenance import (
 )
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.memory import retain_freed_memory
+from metabench.records import Protocol, RecordVersionError, RunConfig, RunResult
 from metabench.tasks.base import Task
 from metabench.validation import check_count
 
@@ -96,11 +96,11 @@ class RunSettings:
     """The command line that started the run, recorded in ``result.json`` for reproduction."""
     cpus: int | None = None
     """Cores the run may use: bounds its worker processes and torch threads (``None``: no bound).
-    Recorded in ``config.json`` when set, since thread counts can change the numbers."""
+    Recorded in ``config.json``, since thread counts can change the numbers."""
     device: str = "cpu"
     """Where the algorithm's networks act and train: ``auto``, ``cpu`` or ``cuda``
-    (:mod:`metabench.devices`). A GPU is recorded in ``config.json`` as the device ``auto``
-    resolved to (the CPU, the default, is not recorded: those runs keep their config)."""
+    (:mod:`metabench.devices`), recorded in ``config.json`` as the device ``auto`` resolved to
+    (for an algorithm that takes a device; the CPU for the others)."""
 
 
 class RunDirectory:
@@ -160,10 +160,10 @@ class RunDirectory:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def read_config(self) -> dict[str, Any] | None:
-        """The run's ``config.json`` in the current form (an earlier version's is upgraded by
-        :func:`~metabench.evaluation.upgrade_record`, the file left as it is), ``None`` if
-        there is none; :class:`RunError` if it is not a run configuration."""
+    def read_config(self) -> RunConfig | None:
+        """The run's ``config.json`` (an earlier version's read through the records'
+        migrations, the file left as it is), ``None`` if there is none; :class:`RunError` if it
+        is not a run configuration."""
         if not self.config_path.exists():
             return None
         try:
@@ -185,9 +185,17 @@ class RunDirectory:
                 f"{self.config_path} {what}: it is not a metabench run configuration; delete "
                 f"{self.path} to start over"
             )
-        return upgrade_record(config)
+        try:
+            return RunConfig.from_json(config)
+        except RecordVersionError as error:
+            raise RunError(f"{self.config_path}: {error}") from None
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise RunError(
+                f"{self.config_path} is not a metabench run configuration ({error!r}): delete "
+                f"{self.path} to start over"
+            ) from None
 
-    def completed_result(self) -> dict[str, Any] | None:
+    def completed_result(self) -> RunResult | None:
         """The run's result, or ``None`` when it has none yet.
 
         A truncated or corrupt ``result.json`` is moved aside to :attr:`corrupt_path` (which the
@@ -203,11 +211,10 @@ class RunDirectory:
             self.set_aside = True
             return None
 
-    def claim(self, config: dict[str, Any]) -> str | None:
+    def claim(self, config: RunConfig) -> str | None:
         """Write ``config``, or check it equals the one already there (a resumed run), read
-        in the current form: a run started by an earlier version, whose ``config.json`` has
-        the old names, is the same run, and its file is left as it is (unless ``config``
-        adds the ``cpus`` it lacks). A ``config`` that differs only in a larger budget
+        through the records' migrations: a run started by an earlier version is the same run,
+        and its file is left as it is. A ``config`` that differs only in a larger budget
         extends the run (:meth:`_extend`); what that did is returned, to be said."""
         existing = self.read_config()
         if existing is None:
@@ -216,19 +223,12 @@ class RunDirectory:
                     f"{self.path} holds a checkpoint but no config.json: it is not a metabench "
                     f"run directory; choose another --out"
                 )
-            atomic_write_json(self.config_path, config)
-            return None
-        without_cpus = {k: v for k, v in config.items() if k != "cpus"}
-        if "cpus" in config and "cpus" not in existing and existing == without_cpus:
-            # written before runs recorded their cores (a grid cell of an older version): the
-            # same run, now with the bound recorded
-            atomic_write_json(self.config_path, config)
+            atomic_write_json(self.config_path, config.to_json())
             return None
         if existing != config:
-            differing = sorted(
-                k for k in set(existing) | set(config) if existing.get(k) != config.get(k)
-            )
-            budget, recorded = config["env_steps_budget"], existing["env_steps_budget"]
+            new, old = config.to_json(), existing.to_json()
+            differing = sorted(k for k in new if new[k] != old[k])
+            budget, recorded = config.env_steps_budget, existing.env_steps_budget
             if differing == ["env_steps_budget"] and budget > recorded:
                 return self._extend(config, recorded)
             if set(differing) <= SPEC_FILE_KEYS:
@@ -243,12 +243,12 @@ class RunDirectory:
             )
         return None
 
-    def _extend(self, config: dict[str, Any], recorded: int) -> str:
+    def _extend(self, config: RunConfig, recorded: int) -> str:
         """Raise the budget of the run to ``config``'s: a finished run gets its last
         checkpoint back and its result set aside as ``result-<env steps>-steps.json``, then
         ``config.json`` takes the new budget, and training goes on from that checkpoint. Each
         step leaves files that the same command, run again after a kill, takes up."""
-        budget = config["env_steps_budget"]
+        budget = config.env_steps_budget
         said = f"Extending {self.path} from --steps {recorded} to {budget}"
         result = self.completed_result()
         if result is not None:
@@ -261,10 +261,10 @@ class RunDirectory:
                         f"train --steps {budget} into another --out"
                     )
                 self.final_checkpoint_path.replace(self.checkpoint_path)
-            aside = self.path / f"result-{result['env_steps']}-steps.json"
+            aside = self.path / f"result-{result.env_steps}-steps.json"
             self.result_path.replace(aside)
-            said += f"; its result at {result['env_steps']} env steps is now {aside}"
-        atomic_write_json(self.config_path, config)
+            said += f"; its result at {result.env_steps} env steps is now {aside}"
+        atomic_write_json(self.config_path, config.to_json())
         return said
 
     def load_checkpoint(self) -> dict[str, Any] | None:
@@ -394,13 +394,13 @@ class RunPlan:
     """A run resolved once, before anything is built or written: what the loop consumes.
 
     :param spec: the benchmark.
-    :param config: the full configuration, exactly as ``config.json`` holds it.
-    :param test_tasks: the held-out tasks (``config["test_tasks"]`` before JSON).
+    :param config: the full configuration, as ``config.json`` holds it.
+    :param test_tasks: the held-out tasks (``config.test_tasks`` before JSON).
     :param run: the run directory.
     """
 
     spec: BenchmarkSpec
-    config: dict[str, Any]
+    config: RunConfig
     test_tasks: tuple[Task, ...]
     run: RunDirectory
 
@@ -412,39 +412,39 @@ class RunPlan:
     ) -> MetaEvaluator:
         """The meta-test of this run: its test tasks (or ``test_tasks``), with its recorded
         protocol unless the episode counts change it."""
-        protocol = self.config["protocol"]
+        protocol = self.config.protocol
         return make_evaluator(
             self.spec,
-            self.config["seed"],
+            self.config.seed,
             test_tasks=self.test_tasks if test_tasks is None else test_tasks,
             exploration_episodes=(
-                protocol["exploration_episodes"]
+                protocol.exploration_episodes
                 if exploration_episodes is None
                 else exploration_episodes
             ),
-            test_episodes=protocol["test_episodes"] if test_episodes is None else test_episodes,
+            test_episodes=protocol.test_episodes if test_episodes is None else test_episodes,
         )
 
     def periodic_evaluator(self) -> MetaEvaluator:
         """The meta-test during training: :meth:`evaluator`, or the same protocol on the subset
-        of the test tasks recorded as ``config["periodic_test_tasks"]`` (their indices)."""
+        of the test tasks recorded as ``config.periodic_test_tasks`` (their indices)."""
         tasks = self.periodic_test_tasks
         return self.evaluator() if tasks is None else self.evaluator(tasks)
 
     @property
     def periodic_test_tasks(self) -> list[Task] | None:
-        """The test tasks at ``config["periodic_test_tasks"]``; ``None`` where the meta-tests
+        """The test tasks at ``config.periodic_test_tasks``; ``None`` where the meta-tests
         during training use them all."""
-        indices = self.config.get("periodic_test_tasks")
+        indices = self.config.periodic_test_tasks
         return None if indices is None else [self.test_tasks[index] for index in indices]
 
     def train_evaluator(self) -> MetaEvaluator | None:
         """The meta-test on training tasks after training (``None`` if the benchmark has none):
         the benchmark's protocol on its recorded training tasks, in the training split."""
-        tasks = self.config.get("train_evaluation_tasks")
+        tasks = self.config.train_evaluation_tasks
         if not tasks:
             return None
-        seed = self.config["seed"]
+        seed = self.config.seed
         return MetaEvaluator(
             lambda: self.spec.make_train_env(seed),
             [task_from_json(task) for task in tasks],
@@ -459,13 +459,13 @@ class RunPlan:
         return metatest_processes(self.config)
 
 
-def metatest_processes(config: dict[str, Any]) -> int | None:
+def metatest_processes(config: RunConfig) -> int | None:
     """The ``processes`` of a run's meta-test (``MetaEvaluator.evaluate``): ``None`` (one task
     at a time) unless its protocol is batched, then the run's ``cpus`` (default: every core).
     The number of processes never changes the numbers."""
-    if not config["protocol"].get("batched"):
+    if not config.protocol.batched:
         return None
-    return int(config.get("cpus") or os.cpu_count() or 1)
+    return config.cpus or os.cpu_count() or 1
 
 
 def plan_run(settings: RunSettings) -> RunPlan:
@@ -475,44 +475,20 @@ def plan_run(settings: RunSettings) -> RunPlan:
     return RunPlan(spec, config, tuple(test_tasks), RunDirectory(settings.out))
 
 
-def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any]]:
+def resolve(settings: RunSettings) -> tuple[BenchmarkSpec, RunConfig]:
     """The benchmark and the full configuration a run records (raises ``KeyError`` or
     ``ValueError`` for unknown names and bad hyperparameters)."""
     spec, config, _ = _resolve(settings)
     return spec, config
 
 
-def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list[Task]]:
+def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, RunConfig, list[Task]]:
     entry = get_algorithm(settings.algorithm)
     spec = benchmark_for(settings.benchmark, settings.algorithm)
     hyperparameters = entry.hyperparameters(spec, settings.hyperparameters)
     test_tasks = spec.test_tasks(settings.seed)
-    config = {
-        "benchmark": spec.name,
-        "benchmark_source": spec.source,
-        "env_id": spec.env_id,
-        "env_kwargs": spec.train_env_kwargs(settings.seed),
-        "algorithm": entry.name,
-        "hyperparameters": hyperparameters,
-        "hyperparameter_sources": entry.sources(spec.name),
-        "seed": settings.seed,
-        "env_steps_budget": settings.env_steps,
-        "protocol": {
-            "exploration_episodes": spec.exploration_episodes,
-            "test_episodes": spec.test_episodes,
-            # recorded only when set: runs of sequential benchmarks keep their config
-            **({"batched": True} if spec.batched_metatest else {}),
-        },
-        "test_tasks": [task_to_json(task) for task in test_tasks],
-    }
-    periodic = spec.periodic_test_indices(settings.seed, test_tasks)
-    if periodic is not None:  # recorded only when set: other runs keep their config
-        config["periodic_test_tasks"] = periodic
-    train_tasks = spec.train_evaluation_tasks(settings.seed)
-    if train_tasks:  # recorded only when there are some: other runs keep their config
-        config["train_evaluation_tasks"] = [task_to_json(task) for task in train_tasks]
     if settings.cpus is not None:
-        config["cpus"] = check_count("--cpus", settings.cpus)
+        check_count("--cpus", settings.cpus)
         threads = hyperparameters.get("update_threads", 1)
         if threads > settings.cpus:
             raise RunError(
@@ -520,12 +496,30 @@ def _resolve(settings: RunSettings) -> tuple[BenchmarkSpec, dict[str, Any], list
                 f"{settings.cpus}, the run's cores: raise --cpus, or lower update_threads"
             )
     device = resolve_device(settings.device)
-    if device.type != "cpu" and entry.takes_device:
-        config["device"] = str(device)
-    record = algorithm_record(entry)
-    if record is not None:  # a third-party algorithm: where its code came from
-        config["algorithm_spec"] = record
-    return spec, json.loads(json.dumps(config)), test_tasks  # as config.json will read back
+    periodic = spec.periodic_test_indices(settings.seed, test_tasks)
+    train_tasks = spec.train_evaluation_tasks(settings.seed)
+    config = RunConfig(
+        benchmark=spec.name,
+        benchmark_source=spec.source,
+        env_id=spec.env_id,
+        env_kwargs=spec.train_env_kwargs(settings.seed),
+        algorithm=entry.name,
+        hyperparameters=hyperparameters,
+        hyperparameter_sources=entry.sources(spec.name),
+        seed=settings.seed,
+        env_steps_budget=settings.env_steps,
+        protocol=Protocol(spec.exploration_episodes, spec.test_episodes, spec.batched_metatest),
+        test_tasks=tuple(task_to_json(task) for task in test_tasks),
+        periodic_test_tasks=None if periodic is None else tuple(periodic),
+        train_evaluation_tasks=(
+            tuple(task_to_json(task) for task in train_tasks) if train_tasks else None
+        ),
+        cpus=settings.cpus,
+        device=str(device) if entry.takes_device else "cpu",
+        algorithm_spec=algorithm_record(entry),  # a third-party algorithm: where its code came from
+    )
+    # as config.json will read back
+    return spec, RunConfig.from_json(json.loads(json.dumps(config.to_json()))), test_tasks
 
 
 def recorded_command(argv: Sequence[str], benchmark: str, algorithm: str, out: str | Path) -> str:
@@ -558,15 +552,15 @@ def with_out(argv: Sequence[str], out: str) -> list[str]:
     return [*words, "--out", out]
 
 
-def check_algorithm_known(config: dict[str, Any]) -> None:
+def check_algorithm_known(config: RunConfig) -> None:
     """Raise :class:`RunError` when the third-party algorithm a run recorded (``config.json``'s
     ``algorithm_spec``) is not known here, saying what it was trained with and how to make it
     known. Runs of an unknown algorithm without that record are left to the look-up's error."""
-    record = config.get("algorithm_spec")
-    if record is None or config["algorithm"] in load_algorithms():
+    record = config.algorithm_spec
+    if record is None or config.algorithm in load_algorithms():
         return
     raise RunError(
-        f"algorithm {config['algorithm']!r} of this run is not known: it was trained with "
+        f"algorithm {config.algorithm!r} of this run is not known: it was trained with "
         f"{record['spec_file']} (sha256 {record['spec_sha256']}), implemented by "
         f"{record['entry_point']}; to evaluate it, {how_to_make_known(record)}"
     )
@@ -612,19 +606,15 @@ RUN_TORCH_THREADS = 1
 """The torch threads of every run (see :func:`build_algorithm`), recorded in its provenance."""
 
 
-def build_algorithm(
-    spec: BenchmarkSpec, config: dict[str, Any], log_dir: str | None
-) -> MetaRLAlgorithm:
-    entry = get_algorithm(config["algorithm"])
+def build_algorithm(spec: BenchmarkSpec, config: RunConfig, log_dir: str | None) -> MetaRLAlgorithm:
+    entry = get_algorithm(config.algorithm)
     # One torch thread, whatever the machine or OMP_NUM_THREADS: thread counts can change the
     # last bits of the numbers, and a recorded command must reproduce them in any shell. Runs
     # use their cores through env worker processes (`cpus`), which never change the numbers.
     torch.set_num_threads(RUN_TORCH_THREADS)
     retain_freed_memory()  # before the env workers fork, which inherit it
-    cpus = config.get("cpus")
-    device = config.get("device", "cpu")
     return entry.build(
-        spec, config["seed"], config["hyperparameters"], log_dir, cpus=cpus, device=device
+        spec, config.seed, config.hyperparameters, log_dir, cpus=config.cpus, device=config.device
     )
 
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from metabench.analysis.resultfile import CorruptResultError, read_result
-from metabench.analysis.stats import episode_success_rate
+from metabench.analysis.stats import episode_success_rate, metaworld_success_rate
 from metabench.analysis.tables import ERROR_FILE
 from metabench.errors import RunError
 from metabench.harness.cells import PLAN_FILE
 from metabench.harness.run import RunDirectory
+from metabench.records import EvaluationRecord, MetaTestRecord, RunResult
 
 
 @dataclass(frozen=True)
@@ -35,15 +36,14 @@ class MetaTestPoint:
     """Meta-World's count of the same episodes (Meta-World benchmarks only)."""
 
     @classmethod
-    def from_record(cls, record: dict[str, Any], env_steps: int) -> MetaTestPoint:
-        """From a meta-test result as written (``evaluations/*.json``, ``result.json``'s
+    def from_record(cls, record: MetaTestRecord, env_steps: int) -> MetaTestPoint:
+        """From a meta-test as recorded (``evaluations/*.json``, ``result.json``'s
         ``metatest``)."""
-        aggregate = record["aggregate"]
         return cls(
             env_steps=env_steps,
-            test_return=float(aggregate["test_return"]),
-            success=episode_success_rate(aggregate),
-            metaworld_success=aggregate.get("metaworld_success_rate"),
+            test_return=record.test_return,
+            success=episode_success_rate(record),
+            metaworld_success=metaworld_success_rate(record),
         )
 
 
@@ -149,12 +149,12 @@ def run_status(path: Path) -> RunStatus:
         if planned is not None:
             return _not_started(path, planned)
         raise RunError(f"{path} has no config.json: it is not a metabench run directory")
-    budget = int(config.get("env_steps_budget", 0))
+    budget = config.env_steps_budget
     start = RunStatus(
         path=path,
-        benchmark=str(config["benchmark"]),
-        algorithm=str(config["algorithm"]),
-        seed=int(config["seed"]),
+        benchmark=config.benchmark,
+        algorithm=config.algorithm,
+        seed=config.seed,
         state="not started",
         iteration=0,
         n_iterations=None,
@@ -173,12 +173,12 @@ def run_status(path: Path) -> RunStatus:
         return replace(
             start,
             state="finished",
-            iteration=int(result["iterations"]),
-            n_iterations=int(result["iterations"]),
-            env_steps=int(result["env_steps"]),
-            planned_env_steps=int(result["env_steps"]),
-            wall_time_s=float(result["wall_time_s"]),
-            metatest=MetaTestPoint.from_record(result["metatest"], int(result["env_steps"])),
+            iteration=result.iterations,
+            n_iterations=result.iterations,
+            env_steps=result.env_steps,
+            planned_env_steps=result.env_steps,
+            wall_time_s=result.wall_time_s,
+            metatest=MetaTestPoint.from_record(result.metatest, result.env_steps),
             final=True,
         )
     checkpoint = run.load_checkpoint() or {}
@@ -237,7 +237,7 @@ def _not_started(path: Path, planned: dict[str, Any]) -> RunStatus:
         ) from None
 
 
-def _result(run: RunDirectory) -> dict[str, Any] | None:
+def _result(run: RunDirectory) -> RunResult | None:
     """The run's result, ``None`` without one; a corrupt one is left where it is (``train``
     sets it aside when it resumes) and reported as missing."""
     if not run.result_path.is_file():
@@ -254,10 +254,12 @@ def _periodic_metatests(run: RunDirectory) -> list[tuple[int, MetaTestPoint]]:
     points = []
     for file in sorted(run.evaluations.glob("iteration-*.json")):
         try:
-            record = json.loads(file.read_text())
-            env_steps = int(record["env_steps"])
-            points.append((int(record["iteration"]), MetaTestPoint.from_record(record, env_steps)))
-        except (OSError, ValueError, KeyError, TypeError):
+            record = EvaluationRecord.from_json(json.loads(file.read_text()))
+            if record.env_steps is None:  # recorded before the env steps were
+                continue
+            point = MetaTestPoint.from_record(record.metatest, record.env_steps)
+            points.append((record.iteration, point))
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
     return points
 

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from rich.console import Console
 
 from metabench.algos.base import MetaRLAlgorithm
-from metabench.analysis.resultfile import make_result, write_result
+from metabench.analysis.resultfile import write_result
 from metabench.atomic import (
     atomic_write_json,
     claim_new_file,
@@ -41,13 +41,14 @@ from metabench.harness.provenance import (
 from metabench.harness.report import make_console, metatest_table
 from metabench.harness.run import RunPlan, RunSettings, build_algorithm, metatest_protocol, plan_run
 from metabench.harness.trainer import Hook, MetaTest, MetaTrainer
+from metabench.records import EvaluationRecord, MetaTestRecord, RunResult
 
 
 def train(
     settings: RunSettings,
     console: Console | None = None,
     before_training: Callable[[], None] | None = None,
-) -> dict[str, Any]:
+) -> RunResult:
     """Meta-train, meta-test and write ``result.json``; resumes from a checkpoint if present.
 
     :param before_training: called once the run directory is claimed and the run will train
@@ -83,7 +84,7 @@ def _train_locked(
     n_iterations: int,
     console: Console,
     before_training: Callable[[], None] | None,
-) -> dict[str, Any]:
+) -> RunResult:
     """:func:`train` once its run directory is locked."""
     spec, config, run = plan.spec, plan.config, plan.run
     extended = run.claim(config)
@@ -132,20 +133,20 @@ def _train_locked(
     ]
     results = trainer.run(hooks, metatests)
     final, on_train = results["metatest"], results.get("train_evaluation")
-    record = provenance(config.get("device", "cpu"), get_algorithm(settings.algorithm))
+    record = provenance(config.device, get_algorithm(settings.algorithm))
     if len(trained_on) > 1:  # resumed on another kind of CPU, which can move the last bits
         record["trained_on"] = trained_on
-    result = make_result(
+    result = RunResult(
         config=config,
         command=settings.command,
         provenance=record,
         iterations=n_iterations,
         env_steps=trainer.initial_steps + n_iterations * trainer.steps_per_iteration,
         wall_time_s=trainer.wall_time,
-        metatrain=trainer.stats,
-        metatest=final.to_dict(),
+        metatrain=dict(trainer.stats),
+        metatest=MetaTestRecord.of(final),
         metatest_protocol=metatest_protocol(spec, algo, evaluator, len(plan.test_tasks)),
-        train_evaluation=None if on_train is None else on_train.to_dict(),
+        train_evaluation=None if on_train is None else MetaTestRecord.of(on_train),
     )
     write_result(run.result_path, result)
     run.keep_agent(algo)
@@ -155,7 +156,10 @@ def _train_locked(
 
 def holds(new: Any, recorded: Any) -> bool:
     """Whether ``new`` holds every value of ``recorded`` (both as JSON reads them): a record
-    written before a field was added is reproduced by a result that has it."""
+    written before a field was added (``null`` where it was read) is reproduced by a result that
+    has it."""
+    if recorded is None:
+        return True
     if isinstance(recorded, dict):
         return isinstance(new, dict) and all(
             key in new and holds(new[key], value) for key, value in recorded.items()
@@ -199,7 +203,7 @@ def evaluate(
     run = load_run(run_dir, device)
     if test_actions is not None:
         set_test_actions(run.algorithm, test_actions)
-    recorded_device = run.config.get("device", "cpu")
+    recorded_device = run.config.device
     # checked before the meta-test, not after it: a run directory copied without its
     # evaluations/ folder, or a read-only one, fails at once instead of losing the meta-test
     folder = run.plan.run.evaluations if out is None else Path(out)
@@ -208,29 +212,23 @@ def evaluate(
     result = evaluator.evaluate(run.algorithm, run.processes)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     protocol = metatest_protocol(run.spec, run.algorithm, evaluator, len(run.plan.test_tasks))
-    entry = get_algorithm(run.config["algorithm"])
+    entry = get_algorithm(run.config.algorithm)
     here = provenance(run.device, entry)
     if command is not None:  # with the variables a plain shell needs for a plug-in's run
         command = " ".join([*command_environment(run.spec.path, entry), command])
-    atomic_write_json(
-        claim_new_file(folder, f"evaluate-{stamp}", ".json"),
-        {
-            **({} if out is None else {"run": str(run.path.absolute())}),
-            "command": command,
-            "provenance": here,
-            "iteration": run.iteration,
-            "metatest_protocol": protocol,
-            # as in the periodic meta-tests' files: the subset's indices in config.json's test_tasks
-            **(
-                {"test_task_indices": run.config["periodic_test_tasks"]}
-                if test_tasks == PERIODIC
-                else {}
-            ),
-            # recorded where it is not the run's own, whose config.json says where it trained
-            **({"device": run.device} if run.device != recorded_device else {}),
-            **result.to_dict(),
-        },
+    record = EvaluationRecord(
+        MetaTestRecord.of(result),
+        iteration=run.iteration,
+        # as in the periodic meta-tests' files: the subset's indices in config.json's test_tasks
+        test_task_indices=run.config.periodic_test_tasks if test_tasks == PERIODIC else None,
+        metatest_protocol=protocol,
+        provenance=here,
+        command=command,
+        run=None if out is None else str(run.path.absolute()),
+        # recorded where it is not the run's own, whose config.json says where it trained
+        device=run.device if run.device != recorded_device else None,
     )
+    atomic_write_json(claim_new_file(folder, f"evaluate-{stamp}", ".json"), record.to_json())
     console.print(metatest_table(result, title=f"{run.path}: meta-test"))
     own = (test_tasks, exploration_episodes, test_episodes, test_actions) == (None,) * 4
     if own and run.device != recorded_device:
@@ -240,9 +238,12 @@ def evaluate(
         )
         return result
     recorded = run.plan.run.completed_result()
-    if own and recorded is not None and recorded["iterations"] == run.iteration:
+    if own and recorded is not None and recorded.iterations == run.iteration:
         result_path = run.plan.run.result_path
-        if holds(json.loads(json_text(result.to_dict())), recorded["metatest"]):
+        new, old = (
+            json.loads(json_text(m.to_json())) for m in (record.metatest, recorded.metatest)
+        )
+        if holds(new, old):
             console.print(f"The same numbers as the run's final meta-test ({result_path}).")
         else:
             console.print(
@@ -252,11 +253,11 @@ def evaluate(
     return result
 
 
-def differ_because(recorded: dict[str, Any], here: dict[str, Any]) -> str:
+def differ_because(recorded: RunResult, here: dict[str, Any]) -> str:
     """Why a meta-test of a run's own agent may not give its recorded numbers, as far as the
     records show: the code first (metabench's, or a third-party algorithm's module files), then
     the machine and its packages."""
-    recorded_provenance = recorded.get("provenance") or {}
+    recorded_provenance = recorded.provenance
     code = code_differences(recorded_provenance, here)
     machine = provenance_differences(recorded_provenance, here)
     if code:

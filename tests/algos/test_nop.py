@@ -88,11 +88,11 @@ def test_random_nop_is_seeded():
     assert np.unique(a.reshape(-1, 2), axis=0).shape[0] == 10  # really random
 
     results = [
-        MetaEvaluator(make_env, TASKS, 2, 1).evaluate(NOP(space, "random", seed=5)).to_dict()
+        MetaEvaluator(make_env, TASKS, 2, 1).evaluate(NOP(space, "random", seed=5))
         for _ in range(2)
     ]
     assert results[0] == results[1]
-    returns = results[0]["tasks"][0]["episode_returns"]
+    returns = results[0].tasks[0].episode_returns
     assert len(set(returns)) == 3  # random actions: every episode differs
 
 

@@ -26,8 +26,9 @@ def run_python(code: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_analysis_modules_import_without_torch() -> None:
     modules = [
-        f"metabench.analysis.{path.stem}"
-        for path in sorted((ROOT / "metabench" / "analysis").glob("*.py"))
+        f"metabench.{package}.{path.stem}"
+        for package in ("analysis", "records")
+        for path in sorted((ROOT / "metabench" / package).glob("*.py"))
         if path.stem != "__init__"
     ]
     assert "metabench.analysis.tables" in modules and "metabench.analysis.plots" in modules
@@ -41,7 +42,7 @@ def test_table_and_plot_commands_run_without_torch(tmp_path: Path) -> None:
         folder = results / "Bandit" / f"nop-seed{seed}"
         folder.mkdir(parents=True)
         result = make_result("Bandit", "nop", seed, [returns, returns])
-        (folder / "result.json").write_text(json.dumps(result))
+        (folder / "result.json").write_text(json.dumps(result.to_json()))
     out = tmp_path / "out"
     commands = [
         ["table", "--results", str(results), "--out", str(out / "table")],

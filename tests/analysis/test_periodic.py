@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ from metabench.analysis.periodic import (
     periodic_metatests,
 )
 from metabench.analysis.tables import results_markdown
+from metabench.records import EvaluationRecord, RunResult
 from tests.factories import make_result
 
 EPISODES = 4
@@ -36,22 +36,30 @@ def write_run(
     seed: int,
     rates: list[float] | None,
     final: float = 0.0,
-    counts: list[float | None] | None = None,
+    counted: list[bool] | None = None,
     benchmark: str = "ML10",
-) -> tuple[Path, dict[str, Any]]:
-    """A run folder with a meta-test every 100 steps at the success ``rates`` (and Meta-World's
-    ``counts`` in their aggregates, where given); ``None``: meta-tests without success."""
+) -> tuple[Path, RunResult]:
+    """A run folder with a meta-test every 100 steps at the success ``rates`` (those
+    ``counted`` also record Meta-World's count, with one sub-env per class: each task its own
+    round, so the count is the fraction of test episodes that succeed); ``None``: meta-tests
+    without success."""
     folder = root / name
     (folder / "evaluations").mkdir(parents=True)
     returns = [[0.0] * EPISODES] * 5
     for k, rate in enumerate(rates or [], start=1):
-        periodic = make_result(benchmark, "rl2", seed, returns, successes=successes(rate))
-        record = {"iteration": k, "env_steps": 100 * k, **periodic["metatest"]}
-        if counts is not None and counts[k - 1] is not None:
-            record["aggregate"]["metaworld_success_rate"] = counts[k - 1]
+        envs = 1 if counted is not None and counted[k - 1] else None
+        periodic = make_result(
+            benchmark,
+            "rl2",
+            seed,
+            returns,
+            successes=successes(rate),
+            metaworld_envs_per_class=envs,
+        )
+        record = EvaluationRecord(periodic.metatest, iteration=k, env_steps=100 * k).to_json()
         (folder / "evaluations" / f"iteration-{k:06d}.json").write_text(json.dumps(record))
     result = make_result(benchmark, "rl2", seed, returns, successes=successes(final))
-    (folder / "result.json").write_text(json.dumps(result))
+    (folder / "result.json").write_text(json.dumps(result.to_json()))
     return folder / "result.json", result
 
 
@@ -60,19 +68,19 @@ def test_each_seed_keeps_its_highest_periodic_success_and_where_it_was_reached(
 ) -> None:
     rates = {0: [0.1, 0.4, 0.2, 0.4], 1: [0.3, 0.0, 0.1]}
     runs = [
-        write_run(tmp_path, "s0", 0, rates[0], final=0.2, counts=[0.2, 0.6, 0.8, 0.4]),
-        write_run(tmp_path, "s1", 1, rates[1], final=0.1, counts=[0.4, 0.2, 0.2]),
+        write_run(tmp_path, "s0", 0, rates[0], final=0.2, counted=[True] * 4),
+        write_run(tmp_path, "s1", 1, rates[1], final=0.1, counted=[True] * 3),
     ]
     # a meta-test's success is the fraction of its test episodes that succeeded
-    aggregate = periodic_metatests(runs[0][0])[1]["aggregate"]
-    assert aggregate["test_episode_success_rate"] == pytest.approx(0.4)
+    success = periodic_metatests(runs[0][0])[1].metatest.success
+    assert success is not None and success.episode_rate == pytest.approx(0.4)
 
     [best] = best_during_training(runs)
     assert (best.benchmark, best.algorithm, best.seeds) == ("ML10", "rl2", (0, 1))
     assert best.best_success == pytest.approx((max(rates[0]), max(rates[1])))
     assert best.best_at == (200, 100)  # the first meta-test that reached the maximum
     assert best.n_metatests == (4, 3) and best.n_tasks == (5,)
-    assert best.best_metaworld_success == pytest.approx((0.8, 0.4))  # its own maximum
+    assert best.best_metaworld_success == pytest.approx((0.4, 0.3))  # its own maximum
     assert best.final_success == pytest.approx((0.2, 0.1))
     assert best.best().mean == pytest.approx(np.mean([0.4, 0.3]))
     assert best.best().low <= 0.3 + 1e-9 and best.best().high >= 0.4 - 1e-9
@@ -82,7 +90,7 @@ def test_runs_without_periodic_success_are_left_out_and_a_missing_count_shows_no
     tmp_path: Path,
 ) -> None:
     runs = [
-        write_run(tmp_path, "a", 0, [0.2, 0.3], counts=[0.2, None]),
+        write_run(tmp_path, "a", 0, [0.2, 0.3], counted=[True, False]),
         write_run(tmp_path, "b", 0, None, benchmark="ML1-push"),  # no periodic meta-test
     ]
     [best] = best_during_training(runs)

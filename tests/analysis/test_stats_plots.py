@@ -29,6 +29,7 @@ from metabench.analysis.comparisons import (
     probability_of_improvement,
 )
 from metabench.analysis.periodic import periodic_metatests
+from metabench.analysis.resultfile import read_result
 from metabench.analysis.stats import (
     MIN_SEEDS_FOR_IQM,
     group_runs,
@@ -39,12 +40,15 @@ from metabench.analysis.stats import (
 )
 from metabench.analysis.tables import per_task_success_markdown, summary_csv, summary_markdown
 from metabench.harness.report import grid_tables
+from metabench.records import EvaluationRecord, RunResult
 from tests.factories import make_result
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
-def simple_run(benchmark: str, algorithm: str, seed: int, test_return: float, **kw: Any) -> dict:
+def simple_run(
+    benchmark: str, algorithm: str, seed: int, test_return: float, **kw: Any
+) -> RunResult:
     """One task whose single test episode returns ``test_return`` (after 2 exploration eps)."""
     return make_result(benchmark, algorithm, seed, [[0.0, 1.0, test_return]], **kw)
 
@@ -69,7 +73,7 @@ def test_summarize_groups_and_takes_intervals_over_seeds() -> None:
     ]
     groups = group_runs(results[::-1])
     assert list(groups) == [("A", "algo-a"), ("B", "algo-a"), ("B", "algo-b")]
-    assert [r["config"]["seed"] for r in groups[("B", "algo-b")]] == [2, 5]
+    assert [r.config.seed for r in groups[("B", "algo-b")]] == [2, 5]
 
     summaries = {(s.benchmark, s.algorithm): s for s in summarize(results)}
     a = summaries[("B", "algo-a")]
@@ -92,7 +96,7 @@ def test_summarize_groups_and_takes_intervals_over_seeds() -> None:
 
 def test_summary_resamples_seeds_not_episodes() -> None:
     # Per-seed aggregates are 2, 5 and 8 whatever the number of tasks of seed 0.
-    def runs(seed0_tasks: list[list[float]]) -> list[dict]:
+    def runs(seed0_tasks: list[list[float]]) -> list[RunResult]:
         return [
             make_result("B", "x", 0, seed0_tasks, exploration_episodes=1),
             make_result("B", "x", 1, [[0.0, 5.0]], exploration_episodes=1),
@@ -175,9 +179,11 @@ def test_duplicate_seeds_are_rejected_naming_their_folders() -> None:
         group_runs(read)
 
 
-def with_setting(result: dict, budget: int, **hyperparameters: Any) -> dict:
-    result["config"] |= {"env_steps_budget": budget, "hyperparameters": hyperparameters}
-    return result
+def with_setting(result: RunResult, budget: int, **hyperparameters: Any) -> RunResult:
+    config = dataclasses.replace(
+        result.config, env_steps_budget=budget, hyperparameters=hyperparameters
+    )
+    return dataclasses.replace(result, config=config)
 
 
 def test_runs_of_different_settings_are_not_pooled_and_their_labels_name_the_difference() -> None:
@@ -195,7 +201,7 @@ def test_runs_of_different_settings_are_not_pooled_and_their_labels_name_the_dif
         ("B", "y"),
     ]
     short_run = ("B", "x (5e6 steps, clip=true)")
-    assert [r["config"]["seed"] for r in groups[short_run]] == [0, 1]
+    assert [r.config.seed for r in groups[short_run]] == [0, 1]
     means = {s.algorithm: s.test_return.mean for s in summarize(runs)}
     assert means["x (5e6 steps, clip=true)"] == pytest.approx(1.5)
     assert means["x (2e7 steps, clip=false, new=3)"] == pytest.approx(10.0)
@@ -220,7 +226,7 @@ def test_a_setting_label_names_a_different_meta_test_protocol() -> None:
     assert set(group_runs([one, three])) == {("B", "x (2+1 episodes)"), ("B", "x (2+3 episodes)")}
 
 
-def success_runs(algorithm: str, rates: list[float], metaworld: bool = True) -> list[dict]:
+def success_runs(algorithm: str, rates: list[float], metaworld: bool = True) -> list[RunResult]:
     """Seeds with 4 tasks each; ``rates[s]`` of them succeed in their test episode; of ML1
     (``metaworld``) or of PointGoal."""
     out = []
@@ -431,7 +437,7 @@ def test_learning_curves_come_from_the_periodic_metatests_beside_each_result(
         result = make_result(benchmark, "rl2", seed, [[0.0, 1.0]], successes=successes)
         for k in range(1, n_evaluations + 1):
             periodic = make_result(benchmark, "rl2", seed, [[k, 2.0 * k]], successes=successes)
-            record = {"iteration": k, "env_steps": 100 * k, **periodic["metatest"]}
+            record = EvaluationRecord(periodic.metatest, iteration=k, env_steps=100 * k).to_json()
             (folder / "evaluations" / f"iteration-{k:06d}.json").write_text(json.dumps(record))
         return folder / "result.json", result
 
@@ -450,7 +456,7 @@ def test_learning_curves_come_from_the_periodic_metatests_beside_each_result(
     row = round(0.22 * plots.DPI)
     assert ml1.shape[:2] == (height + 2 * row, 2 * width)  # success and return; 2 runs
     assert vel.shape[:2] == (height + row, width)  # return only; 1 run
-    assert [e["env_steps"] for e in periodic_metatests(runs[0][0])] == [100, 200, 300]
+    assert [e.env_steps for e in periodic_metatests(runs[0][0])] == [100, 200, 300]
     # given with their paths, results get their learning curves in every plot set
     assert "learning_ML1.png" in plots.render_plots(runs)
     assert "learning_ML1.png" not in plots.render_plots([result for _, result in runs])
@@ -467,7 +473,7 @@ def test_learning_curves_name_runs_by_setting_and_draw_the_published_success(
             budget, clip_actions=clip,
         )  # fmt: skip
         periodic = make_result("ML10", "rl2", seed, [[0.0, 1.0]], successes=[[False, True]])
-        record = {"iteration": 1, "env_steps": 100, **periodic["metatest"]}
+        record = EvaluationRecord(periodic.metatest, iteration=1, env_steps=100).to_json()
         (folder / "evaluations" / "iteration-000001.json").write_text(json.dumps(record))
         return folder / "result.json", result
 
@@ -493,24 +499,26 @@ def test_learning_curves_name_runs_by_setting_and_draw_the_published_success(
     assert "rl2 (2,000 steps, clip_actions=false) seed 0: test" in labels
 
 
-def test_learning_curves_plot_the_success_the_tables_report_for_older_records(
+def test_learning_curves_compute_the_success_from_the_episodes_not_the_stored_aggregate(
     tmp_path: Path, monkeypatch
 ) -> None:
-    # records written before the per-episode count was stored carry only the per-task rate:
-    # the learning plot shows it, as the tables (stats.episode_success_rate) do
-    def older(record: dict) -> dict:
-        aggregate = dict(record["aggregate"])
-        del aggregate["test_episode_success_rate"]
-        aggregate["test_success_rate"] = 0.25 if "iteration" in record else 0.75
-        return {**record, "aggregate": aggregate}
+    # a file's aggregate is for its readers: the plot counts the episodes (1 of 4 test
+    # episodes succeed during training, 3 of 4 at the end), whatever the aggregate says
+    def stale(record: dict) -> dict:
+        return {**record, "aggregate": {**record["aggregate"], "test_episode_success_rate": 0.5}}
 
     folder = tmp_path / "run"
     (folder / "evaluations").mkdir(parents=True)
-    result = make_result("ML10", "rl2", 0, [[0.0, 1.0]], successes=[[False, True]])
-    result["metatest"] = older(result["metatest"])
-    periodic = make_result("ML10", "rl2", 0, [[0.0, 1.0]], successes=[[False, True]])
-    record = older({"iteration": 1, "env_steps": 100, **periodic["metatest"]})
+    returns, at_end = [[0.0, 1.0]] * 4, [[False, True]] * 3 + [[False, False]]
+    result = make_result("ML10", "rl2", 0, returns, exploration_episodes=1, successes=at_end)
+    during = [[False, True]] + [[False, False]] * 3
+    periodic = make_result("ML10", "rl2", 0, returns, exploration_episodes=1, successes=during)
+    record = stale(EvaluationRecord(periodic.metatest, iteration=1, env_steps=100).to_json())
     (folder / "evaluations" / "iteration-000001.json").write_text(json.dumps(record))
+    stored = result.to_json()
+    stored["metatest"] = stale(stored["metatest"])
+    (folder / "result.json").write_text(json.dumps(stored))
+    result = read_result(folder / "result.json")
 
     drawn: dict[str, list[float]] = {}
     real_plot = Axes.plot
@@ -524,7 +532,7 @@ def test_learning_curves_plot_the_success_the_tables_report_for_older_records(
     ml10 = imread(io.BytesIO(pngs["learning_ML10.png"]), format="png")
     assert ml10.shape[1] == 2 * int(plots.PANEL_SIZE[0] * plots.DPI)  # success and return
     assert drawn["rl2 seed 0: test"][0] == 0.25  # the success panel comes first
-    assert 0.75 in drawn["star"]  # the final meta-test's per-task rate
+    assert 0.75 in drawn["star"]  # the final meta-test's
 
 
 # -- rliable: intervals, IQM, performance profiles, probability of improvement -----------------
@@ -596,7 +604,7 @@ def test_performance_profile_counts_the_runs_above_each_threshold() -> None:
     assert profiles["c"][0] == (1.0, 1.0, 1.0)  # every resample has every run above 0
 
 
-def with_returns(benchmark: str, algorithm: str, returns: list[float]) -> list[dict]:
+def with_returns(benchmark: str, algorithm: str, returns: list[float]) -> list[RunResult]:
     return [simple_run(benchmark, algorithm, seed, r) for seed, r in enumerate(returns)]
 
 
@@ -611,7 +619,7 @@ def test_success_is_the_score_only_where_the_benchmark_publishes_it() -> None:
     runs = success_runs("wanderer", [0.75, 1.0], metaworld=False)
     label, scores = benchmark_scores({"wanderer": runs})
     assert label == RAW_RETURN_LABEL
-    assert scores["wanderer"].tolist() == [r["metatest"]["aggregate"]["test_return"] for r in runs]
+    assert scores["wanderer"].tolist() == [float(r.config.seed) for r in runs]  # its test return
 
 
 def test_compare_tables_label_seeds_and_leave_out_single_seeds() -> None:
@@ -661,9 +669,9 @@ def test_tables_are_the_same_bytes_on_every_run(tmp_path: Path, monkeypatch) -> 
 
     root = tmp_path / "results"
     for result in [*with_returns("B", "a", [1.0, 3.0, 5.0]), *with_returns("B", "b", [2.0, 4.0])]:
-        folder = root / "B" / f"{result['config']['algorithm']}-seed{result['config']['seed']}"
+        folder = root / "B" / f"{result.config.algorithm}-seed{result.config.seed}"
         folder.mkdir(parents=True)
-        (folder / "result.json").write_text(json.dumps(result))
+        (folder / "result.json").write_text(json.dumps(result.to_json()))
     pages = []
     for out in ("one", "two"):
         write_tables(root, tmp_path / out, "--out")

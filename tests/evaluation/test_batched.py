@@ -20,6 +20,7 @@ from metabench.algos.base import MetaRLAlgorithm, Policy, PolicyList
 from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 from metabench.data import EpisodeBatch
 from metabench.evaluation import MetaEvaluator
+from metabench.records import MetaTestRecord
 from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import RL2Env
 
@@ -82,7 +83,7 @@ def test_deterministic_algorithm_gets_identical_results(processes, rl2):
     evaluator = MetaEvaluator(make_env, goals(5), exploration_episodes=3, test_episodes=2, seed=4)
     sequential = evaluator.evaluate(SweepAndGo(rl2))
     batched = evaluator.evaluate(SweepAndGo(rl2), processes=processes)
-    assert batched.to_dict() == sequential.to_dict()
+    assert MetaTestRecord.of(batched).to_json() == MetaTestRecord.of(sequential).to_json()
     assert batched.n_env_steps == 5 * 5 * H
 
 
@@ -141,7 +142,7 @@ def test_tasks_ending_episodes_at_different_times(processes):
     evaluator = MetaEvaluator(CountdownEnv, tasks, exploration_episodes=2, test_episodes=2)
     sequential = evaluator.evaluate(Countdown())
     batched = evaluator.evaluate(Countdown(), processes=processes)
-    assert batched.to_dict() == sequential.to_dict()
+    assert MetaTestRecord.of(batched).to_json() == MetaTestRecord.of(sequential).to_json()
     assert [t.episode_lengths for t in batched.tasks] == [[1] * 4, [4] * 4, [6] * 4, [2] * 4]
 
 

@@ -19,8 +19,9 @@ import pytest
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.nop import NOP
 from metabench.data import EpisodeBatch, StepType
-from metabench.evaluation import MetaEvaluator, MetaTestResult, task_from_json, task_to_json
+from metabench.evaluation import MetaEvaluator, task_from_json, task_to_json
 from metabench.evaluation.metaworld_adapter import MetaWorldAgent
+from metabench.records import MetaTestRecord
 from metabench.tasks.toy.envs import PointGoalEnv
 
 H = 20  # short Meta-World episodes
@@ -151,8 +152,9 @@ def test_metaworld_tasks_are_recorded_and_replayed():
 
     evaluator = MetaEvaluator(make_ml1_test_env, tasks, 1, 1, seed=3)
     result = evaluator.evaluate(NOP(gym.spaces.Box(-1, 1, (4,)), "random", seed=0))
-    restored = MetaTestResult.from_dict(json.loads(json.dumps(result.to_dict())))
-    assert restored == result
+    record = MetaTestRecord.of(result)
+    restored = MetaTestRecord.from_json(json.loads(json.dumps(record.to_json())))
+    assert restored == record and restored.result == result
     assert [t.restore_task() for t in restored.tasks] == tasks
     assert [t.task_index for t in restored.tasks] == [0, 1]
     assert all(t.episode_successes is not None for t in result.tasks)
@@ -160,7 +162,7 @@ def test_metaworld_tasks_are_recorded_and_replayed():
         make_ml1_test_env, [t.restore_task() for t in restored.tasks], 1, 1, seed=3
     )
     again = replay.evaluate(NOP(gym.spaces.Box(-1, 1, (4,)), "random", seed=0))
-    assert again.to_dict() == result.to_dict()
+    assert MetaTestRecord.of(again) == record
 
 
 # -- the adapter alone, driven by hand on a PointGoal vector env (no Meta-World needed) ------------

@@ -17,15 +17,12 @@ import pytest
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.data import EpisodeBatch, StepType
 from metabench.evaluation import (
-    RESULT_VERSION,
     MetaEvaluator,
-    MetaTestResult,
-    ResultVersionError,
     TaskResult,
     task_from_json,
     task_to_json,
-    upgrade_record,
 )
+from metabench.records import MetaTestRecord
 from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import RL2Env
 
@@ -236,74 +233,18 @@ def test_test_episodes_continue_the_trial_for_rl2():
 def test_result_json_round_trip_and_task_restore():
     tasks = [NEAR, {"goal": np.array([0.1, 0.2])}]
     result = MetaEvaluator(make_env, tasks, 2, 1, seed=7).evaluate(ScriptedAlgo())
-    text = json.dumps(result.to_dict())
-    restored = MetaTestResult.from_dict(json.loads(text))
-    assert restored == result
-    assert restored.to_dict() == result.to_dict()
+    record = MetaTestRecord.of(result)
+    text = json.dumps(record.to_json())
+    restored = MetaTestRecord.from_json(json.loads(text))
+    assert restored == record and restored.result == result
+    assert restored.to_json() == record.to_json()
     assert restored.tasks[1].restore_task() == {"goal": [0.1, 0.2]}
     aggregate = json.loads(text)["aggregate"]
     assert aggregate["n_env_steps"] == result.n_env_steps == 2 * 3 * H
     assert aggregate["test_return"] == result.test_return
     # a restored task replays: same result on the same env
     again = MetaEvaluator(make_env, [t.restore_task() for t in restored.tasks], 2, 1, seed=7)
-    assert again.evaluate(ScriptedAlgo()).to_dict() == result.to_dict()
-
-
-VERSION_1_NAMES = {"exploration_episodes": "n_exploration_eps", "test_episodes": "n_test_episodes"}
-
-
-def as_version_1(record: dict[str, Any]) -> dict[str, Any]:
-    """A meta-test result dict of the current version as version 1 wrote it."""
-    old = {VERSION_1_NAMES.get(key, key): value for key, value in record.items()}
-    old["version"] = 1
-    old["tasks"] = [
-        {VERSION_1_NAMES.get(key, key): value for key, value in task.items()}
-        for task in record["tasks"]
-    ]
-    return old
-
-
-def test_a_version_1_result_reads_as_its_version_2_form():
-    result = MetaEvaluator(make_env, [NEAR, FAR], 2, 1, seed=7).evaluate(ScriptedAlgo())
-    current = json.loads(json.dumps(result.to_dict()))
-    assert current["version"] == RESULT_VERSION == 2
-    assert current["exploration_episodes"] == 2 and current["test_episodes"] == 1
-    assert all(task["exploration_episodes"] == 2 for task in current["tasks"])
-    old = as_version_1(current)
-    assert "n_exploration_eps" in old and "n_exploration_eps" in old["tasks"][0]
-    assert upgrade_record(old) == current
-    assert upgrade_record(current) == current
-    assert MetaTestResult.from_dict(old) == MetaTestResult.from_dict(current) == result
-    assert MetaTestResult.from_dict(old).to_dict() == result.to_dict()
-    # an evaluations/*.json file (a result with fields added) and a result.json holding one,
-    # with its run's config.json; metatest_protocol had version 2's names already
-    periodic = {"iteration": 3, "metatest_protocol": {"exploration_episodes": 2}}
-    assert upgrade_record({**periodic, **old}) == {**periodic, **current}
-    config = {"seed": 7, "protocol": {"exploration_episodes": 2, "test_episodes": 1}}
-    old_config = {"seed": 7, "protocol": {"n_exploration_eps": 2, "n_test_episodes": 1}}
-    assert upgrade_record(old_config) == config
-    stored = {"config": old_config, "metatest": old, "train_evaluation": old, "iterations": 1}
-    assert upgrade_record(stored) == {
-        "config": config, "metatest": current, "train_evaluation": current, "iterations": 1
-    }  # fmt: skip
-    assert stored["metatest"] is old and old["version"] == 1  # the input is left as it was
-
-
-def test_from_dict_rejects_other_files_and_versions_it_cannot_read():
-    with pytest.raises(ValueError, match="format"):
-        MetaTestResult.from_dict({"format": "something else"})
-    data = MetaEvaluator(make_env, [NEAR], 1, 1).evaluate(ScriptedAlgo()).to_dict()
-    data["version"] = 3
-    with pytest.raises(ResultVersionError) as raised:
-        MetaTestResult.from_dict(data)
-    assert str(raised.value) == (
-        "meta-test result version 3 is newer than this metabench reads (versions 1 to 2): "
-        "upgrade metabench to read it"
-    )
-    for version in (0, "1", None):
-        data["version"] = version
-        with pytest.raises(ResultVersionError, match=f"version {version!r} is not one metabench"):
-            upgrade_record(data)
+    assert MetaTestRecord.of(again.evaluate(ScriptedAlgo())) == record
 
 
 def test_task_json_helpers():
@@ -335,7 +276,7 @@ def run_with_seed_log(seed: int) -> tuple[list[int | None], dict[str, Any]]:
         return env
 
     result = MetaEvaluator(make, [NEAR, FAR], 2, 1, seed=seed).evaluate(ScriptedAlgo())
-    return [s for s in log if s is not None], result.to_dict()
+    return [s for s in log if s is not None], MetaTestRecord.of(result).to_json()
 
 
 def test_deterministic_given_the_seed():
@@ -379,7 +320,8 @@ def test_envs_without_success_report_none():
     assert result.test_success_rate is None
     assert result.success_rate_per_episode is None
     assert result.test_episode_success_rate is None
-    assert MetaTestResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    stored = json.loads(json.dumps(MetaTestRecord.of(result).to_json()))
+    assert MetaTestRecord.from_json(stored).result == result
 
 
 def test_garage_protocol_and_defaults():
@@ -431,7 +373,6 @@ def test_task_result_properties():
     assert task.test_returns == [-1.0, -0.5]
     assert task.test_return == -0.75
     assert task.test_success is None
-    assert TaskResult.from_dict(task.to_dict()) == task
 
 
 class SuccessAtOneStep(gym.Env[np.ndarray, np.ndarray]):

@@ -1,11 +1,13 @@
 """Grid hygiene: duplicate cells merged, a cell's cores bound its run, degenerate cells refused."""
 
+import dataclasses
 import json
 import os
 
 import pytest
 import torch
 
+from metabench.atomic import atomic_write_json
 from metabench.cli import main
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
@@ -49,11 +51,11 @@ def test_cpus_is_recorded_and_a_run_uses_one_torch_thread_on_any_machine(tmp_pat
     monkeypatch.setattr(torch, "set_num_threads", threads.append)
     settings = RunSettings("Bandit", "nop", 0, 1, tmp_path, cpus=2)
     spec, config = resolve(settings)
-    assert config["cpus"] == 2
+    assert config.cpus == 2 and config.to_json()["cpus"] == 2
     build_algorithm(spec, config, None)
     assert threads == [1]  # not 2, not 64: the recorded command gives the same numbers anywhere
-    settings.cpus = None  # not given: not recorded, so older runs resolve as they did
-    assert "cpus" not in resolve(settings)[1]
+    settings.cpus = None  # not given: no bound, recorded as none
+    assert resolve(settings)[1].to_json()["cpus"] is None
 
 
 def test_provenance_records_the_thread_settings(monkeypatch):
@@ -121,11 +123,13 @@ def test_too_large_a_population_names_the_setting_to_change(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "set n_samples to at most 10 (--set n_samples=10)" in err[0]
     assert not (tmp_path / "run").exists()
-    config = json.dumps(resolve(RunSettings("HalfCheetahVel", "cem", 0, 1, tmp_path))[1])
+    config = json.dumps(resolve(RunSettings("HalfCheetahVel", "cem", 0, 1, tmp_path))[1].to_json())
     assert '"n_samples": 5' in config  # two generations of HalfCheetahVel's 10 episodes
 
 
-def test_a_run_directory_from_before_cpus_was_recorded_is_the_same_run(tmp_path):
+def test_a_run_directory_without_cpus_recorded_is_a_run_without_a_bound(tmp_path):
+    """A ``config.json`` of version 2 recorded ``cpus`` only when given: one without it is a run
+    of no bound, which a run with one does not resume (every run in ``results/`` records it)."""
     from metabench.errors import RunError
     from metabench.harness.run import RunDirectory
 
@@ -133,8 +137,10 @@ def test_a_run_directory_from_before_cpus_was_recorded_is_the_same_run(tmp_path)
     _, config = resolve(settings)
     run = RunDirectory(tmp_path)
     run.create()
-    run.claim({k: v for k, v in config.items() if k != "cpus"})  # an older grid's cell
-    run.claim(config)
-    assert run.read_config() == config
+    unbound = {k: v for k, v in config.to_json().items() if k not in ("cpus", "version")}
+    atomic_write_json(run.config_path, unbound)
+    assert run.read_config() == dataclasses.replace(config, cpus=None)
     with pytest.raises(RunError, match="differs in: cpus"):
-        run.claim({**config, "cpus": 2})
+        run.claim(config)
+    assert run.claim(dataclasses.replace(config, cpus=None)) is None
+    assert json.loads(run.config_path.read_text()) == unbound  # left as it was

@@ -19,7 +19,7 @@ def test_plot_on_an_empty_folder_names_it_and_what_it_needs(tmp_path, capsys):
 def test_table_on_a_folder_whose_only_result_is_truncated_names_it_and_why(tmp_path, capsys):
     result = tmp_path / "Bandit" / "nop-seed0" / "result.json"
     result.parent.mkdir(parents=True)
-    result.write_text(json.dumps(make_result("Bandit", "nop", 0, [[1.0, 2.0]]))[:40])
+    result.write_text(json.dumps(make_result("Bandit", "nop", 0, [[1.0, 2.0]]).to_json())[:40])
     assert main(["table", "--results", str(tmp_path)]) == 1
     err = capsys.readouterr().err.splitlines()
     assert err[0].startswith(f"metabench: warning: skipped: {result} is unreadable (")
@@ -35,14 +35,13 @@ def test_several_unusable_results_are_counted_and_the_first_named(tmp_path, caps
     for seed in (0, 1):
         path = tmp_path / f"nop-seed{seed}" / "result.json"
         path.parent.mkdir()
-        record = make_result("Bandit", "nop", seed, [[1.0, 2.0]])
-        del record["metatest"]["aggregate"]["test_return"]
+        record = make_result("Bandit", "nop", seed, [[1.0, 2.0]]).to_json()
+        del record["metatest"]["tasks"][0]["episode_returns"]
         path.write_text(json.dumps(record))
     assert main(["plot", "--results", str(tmp_path)]) == 1
     error = capsys.readouterr().err.splitlines()[-1]
     first = tmp_path / "nop-seed0" / "result.json"
     assert error == (
         f"metabench: error: none of the 2 result.json under {tmp_path} can be used (each is "
-        f"named above); the first: {first} lacks metatest.aggregate.test_return: delete it and "
-        f"re-run"
+        f"named above); the first: {first} lacks episode_returns: delete it and re-run"
     )

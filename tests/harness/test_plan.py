@@ -126,7 +126,7 @@ def test_the_calibration_metatests_spread_over_the_test_tasks(tmp_path):
     # a benchmark with a periodic subset (as many of each class): that subset is the larger one
     ml10 = cell_plan(plan(["ML10"], ["rl2-ppo-metaworld"], [0], "paper", tmp_path)[0])
     small, large = calibration_tasks(ml10)
-    assert large == ml10.config["periodic_test_tasks"] and len(large) == 20
+    assert tuple(large) == ml10.config.periodic_test_tasks and len(large) == 20
     assert small == spread(200, ml10.metatest_processes)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import platform
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from metabench.harness import provenance
+from tests.factories import make_result
 
 CPUINFO = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -103,10 +105,11 @@ def test_a_meta_test_that_differs_names_the_code_then_the_machine_then_the_agent
     from metabench.harness.training import differ_because
 
     record = {"versions": {"mujoco": "3.3.0"}, "threads": {"OMP_NUM_THREADS": "1"}}
+    recorded = dataclasses.replace(make_result("B", "x", 0, [[0.0, 1.0]]), provenance=record)
     moved = {**record, "threads": {"OMP_NUM_THREADS": None}}
-    threads = differ_because({"provenance": record}, moved)
+    threads = differ_because(recorded, moved)
     assert threads.startswith("this machine or its packages compute differently (threads.OMP")
     assert threads.endswith("or the algorithm's saved state (agent_state) may lack something its "
                             "actions draw on, such as a random generator's state")  # fmt: skip
-    same = differ_because({"provenance": record}, record)
+    same = differ_because(recorded, record)
     assert same.startswith("its provenance records no difference") and "agent_state" in same

@@ -192,11 +192,11 @@ def test_a_run_resumed_on_another_kind_of_cpu_records_each_and_where_it_took_ove
     with monkeypatch.context() as patch:
         patch.setattr(provenance, "cpu_record", lambda: {"model": "second"})
         result = train(bandit_run(out))
-    assert result["provenance"]["trained_on"] == [
+    assert result.provenance["trained_on"] == [
         {"from_iteration": 1, "cpu": {"model": "first"}},
         {"from_iteration": 3, "cpu": {"model": "second"}},
     ]
-    assert result["provenance"]["cpu"] == {"model": "second"}  # the one that finished it
+    assert result.provenance["cpu"] == {"model": "second"}  # the one that finished it
 
     # resumed on the same kind of CPU: one kind, nothing more to say
     same = tmp_path / "same"
@@ -204,7 +204,7 @@ def test_a_run_resumed_on_another_kind_of_cpu_records_each_and_where_it_took_ove
         stop_after(2, patch)
         with pytest.raises(KeyboardInterrupt):
             train(bandit_run(same))
-    assert "trained_on" not in train(bandit_run(same))["provenance"]
+    assert "trained_on" not in train(bandit_run(same)).provenance
 
 
 def test_a_checkpoint_that_kept_no_cpu_history_says_its_first_iterations_cpu_is_unknown():

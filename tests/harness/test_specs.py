@@ -149,8 +149,8 @@ def test_an_env_setting_of_a_baseline_is_recorded_and_reaches_both_envs(user_spe
     from metabench.harness.run import RunSettings, benchmark_for, resolve
 
     spec, config = resolve(RunSettings("HalfCheetahVel", "scaled", 0, 1, tmp_path / "run"))
-    assert config["env_kwargs"]["action_scale"] == 4.0
-    assert config["hyperparameters"] == {"action": "zero"}  # env is not a hyperparameter
+    assert config.env_kwargs["action_scale"] == 4.0
+    assert config.hyperparameters == {"action": "zero"}  # env is not a hyperparameter
     assert spec.make_test_env(0).action_space.high.tolist() == [4.0] * 6
     assert benchmark_for("HalfCheetahVel", "scaled") == spec
 

@@ -7,6 +7,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -82,8 +83,8 @@ def test_a_run_whose_lock_is_held_is_running_and_the_probe_leaves_it_free(stoppe
     assert finished.state == "finished" and finished.final and finished.time_left_s is None
     assert (finished.iteration, finished.n_iterations) == (4, 4)
     assert finished.metatest is not None
-    assert finished.metatest.test_return == result["metatest"]["aggregate"]["test_return"]
-    assert finished.wall_time_s == result["wall_time_s"]
+    assert finished.metatest.test_return == result.metatest.test_return
+    assert finished.wall_time_s == result.wall_time_s
 
 
 def test_a_checkpoint_without_the_run_length_takes_it_from_the_meta_tests(stopped_run):
@@ -103,18 +104,27 @@ def test_a_checkpoint_without_the_run_length_takes_it_from_the_meta_tests(stoppe
     assert unknown.metatest is None and unknown.time_left_s is None
 
 
+def with_test_successes(record: dict[str, Any], succeeds: list[bool]) -> dict[str, Any]:
+    """``record`` whose task ``i``'s one test episode succeeds (at its step 1) where
+    ``succeeds[i]``, its exploration episodes failing; its aggregate left as it was."""
+    for task, ok in zip(record["tasks"], succeeds, strict=True):
+        explore = [False] * task["exploration_episodes"]
+        task["episode_successes"] = [*explore, ok]
+        task["episode_success_steps"] = [None] * len(explore) + [1 if ok else None]
+        task["episode_returns_to_success"] = task["episode_returns"]
+    return record
+
+
 def test_the_success_shown_is_the_one_the_tables_report(stopped_run):
-    """A record from before the episode count was stored gives its per-task rate, as in
-    ``metabench table``; a newer one gives the episode count, not the per-task rate."""
+    """The fraction of the test episodes that succeeded, counted from the episodes the record
+    holds (as ``metabench table`` counts it), whatever its stored aggregate says."""
     path = stopped_run / "evaluations" / "iteration-000002.json"
     record = json.loads(path.read_text())
-    record["aggregate"].pop("test_episode_success_rate", None)
-    record["aggregate"]["test_success_rate"] = 0.25
+    succeeds = [index % 4 == 0 for index in range(len(record["tasks"]))]
+    record = with_test_successes(record, succeeds)
+    record["aggregate"]["test_episode_success_rate"] = 0.9
     path.write_text(json.dumps(record))
-    assert run_status(stopped_run).metatest.success == 0.25
-    record["aggregate"]["test_episode_success_rate"] = 0.5
-    path.write_text(json.dumps(record))
-    assert run_status(stopped_run).metatest.success == 0.5
+    assert run_status(stopped_run).metatest.success == pytest.approx(np.mean(succeeds))
 
 
 def test_failed_and_not_started_runs(stopped_run, tmp_path):
@@ -156,22 +166,27 @@ def test_the_best_periodic_meta_test_is_the_first_of_highest_success(stopped_run
     assert best is not None and best.success == max(rates)
     assert best.env_steps == (1 + rates.index(max(rates))) * STEPS_PER_ITERATION
 
-    for iteration, (path, record) in enumerate(zip(paths, records, strict=True), start=1):
-        record["aggregate"]["test_episode_success_rate"] = 0.5  # equals: the first one is best
-        record["aggregate"]["metaworld_success_rate"] = 1.0 - iteration / 10
+    # half the tasks succeed in both: the first one is best. In Meta-World's count with two
+    # sub-envs per round (Bandit's tasks are one class), the episodes all end at step 1 and the
+    # first sub-env's takes the round's place: the first meta-test's successes (even tasks)
+    # count, the second's (odd tasks) do not
+    for first, (path, record) in enumerate(zip(paths, records, strict=True)):
+        succeeds = [index % 2 == first for index in range(len(record["tasks"]))]
+        record = {**with_test_successes(record, succeeds), "metaworld_envs_per_class": 2}
         path.write_text(json.dumps(record))
     best = run_status(stopped_run).best
     assert best is not None and best.success == 0.5 and best.env_steps == STEPS_PER_ITERATION
-    assert best.metaworld_success == pytest.approx(0.9)
+    assert best.metaworld_success == pytest.approx(1.0)
     assert best.test_return == periodic_return(stopped_run, 1)
     column = status_table([run_status(stopped_run)], stopped_run).columns[-1]
     assert column.header == "best during training"
     assert list(column.cells) == [
-        f"success 0.50 at {STEPS_PER_ITERATION} steps (Meta-World's count 0.90)"
+        f"success 0.50 at {STEPS_PER_ITERATION} steps (Meta-World's count 1.00)"
     ]
 
     for path, record in zip(paths, records, strict=True):  # a benchmark without success
-        record["aggregate"].update(test_episode_success_rate=None, test_success_rate=None)
+        for task in record["tasks"]:
+            task.update(episode_successes=None, episode_success_steps=None)
         path.write_text(json.dumps(record))
     assert run_status(stopped_run).best is None
 

@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from metabench.analysis.resultfile import read_result
 from metabench.analysis.tables import per_task_success_markdown
 from metabench.cli import main
 from metabench.evaluation import task_from_json
@@ -64,7 +65,7 @@ def test_a_run_meta_tests_its_recorded_training_tasks(tmp_path, user_specs):
     assert [t["task"] for t in evaluated["tasks"]] == result["config"]["train_evaluation_tasks"]
     assert evaluated["aggregate"]["n_env_steps"] == 3 * 2 * 6
     successes = [s for t in evaluated["tasks"] for s in t["episode_successes"][1:]]
-    table = per_task_success_markdown([result], "train_evaluation")
+    table = per_task_success_markdown([read_result(out / "result.json")], "train_evaluation")
     assert f"| reach-v3 | {np.mean(successes):.3f} |" in table
     # what changes the meta-test's numbers, Meta-World's version and reward function included
     assert result["metatest_protocol"] == {

@@ -14,16 +14,17 @@ import torch
 
 from metabench.analysis.periodic import periodic_metatests
 from metabench.analysis.resultfile import collect_results, read_result
-from metabench.atomic import atomic_write_bytes, atomic_write_json
+from metabench.atomic import atomic_write_bytes, atomic_write_json, json_text
 from metabench.cli import main
 from metabench.errors import RunError
-from metabench.evaluation import ResultVersionError, task_to_json
+from metabench.evaluation import task_to_json
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.report import status_table
 from metabench.harness.run import RunDirectory, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.status import run_status
 from metabench.harness.training import evaluate, train
+from metabench.records import MetaTestRecord, Protocol, RecordVersionError
 from tests.factories import ROOT
 
 # Bandit with RL2-PPO's preset: 64 trials of 3 one-pull episodes per iteration.
@@ -68,7 +69,7 @@ def test_atomic_files_get_the_permissions_a_plain_write_would(tmp_path, umask):
 def test_nop_result_records_provenance_and_floor(tmp_path):
     result = train(settings(tmp_path / "nop", algorithm="nop"))
     on_disk = json.loads((tmp_path / "nop" / "result.json").read_text())
-    assert on_disk["metatest"] == json.loads(json.dumps(result["metatest"]))
+    assert on_disk == json.loads(json_text(result.to_json()))
     versions = on_disk["provenance"]["versions"]
     for package in ("metabench", "gymnasium", "mujoco", "metaworld", "torch", "stable-baselines3"):
         assert versions[package]
@@ -106,7 +107,7 @@ def test_a_finished_run_keeps_its_agent_instead_of_its_checkpoint_and_is_not_rep
 ):
     out = tmp_path / "rl2"
     first = train(settings(out))
-    assert first["iterations"] == 2 and first["env_steps"] == 2 * STEPS_PER_ITERATION
+    assert first.iterations == 2 and first.env_steps == 2 * STEPS_PER_ITERATION
     run = RunDirectory(out)
     agent = run.load_agent()
     assert run.load_checkpoint() is None and agent is not None and agent["iteration"] == 2
@@ -114,7 +115,7 @@ def test_a_finished_run_keeps_its_agent_instead_of_its_checkpoint_and_is_not_rep
     assert "optimizer" not in agent["algorithm"] and "policy" in agent["algorithm"]
     assert (out / "tensorboard" / "metabench").is_dir()
     again = train(settings(out))
-    assert again == json.loads((out / "result.json").read_text())
+    assert again == first == read_result(out / "result.json")
     assert "already complete" in capsys.readouterr().err
     assert no_temporary_files(out)
 
@@ -132,10 +133,10 @@ def test_a_run_killed_before_it_kept_its_agent_keeps_it_when_run_again(
     assert train(settings(out)) == first
     assert f"Kept its trained agent in {run.agent_path}" in capsys.readouterr().err
     assert run.load_checkpoint() is None and run.load_agent() is not None
-    assert evaluate(out).to_dict() == first["metatest"]
+    assert MetaTestRecord.of(evaluate(out)) == first.metatest
 
 
-def without_times(record: dict) -> dict:
+def without_times(record: dict[str, float]) -> dict[str, float]:
     return {key: value for key, value in record.items() if "time" not in key}
 
 
@@ -150,14 +151,14 @@ def test_a_larger_steps_extends_a_finished_run_from_its_last_checkpoint(tmp_path
     aside = out / f"result-{2 * STEPS_PER_ITERATION}-steps.json"
     assert f"Extending {out} from --steps {2 * STEPS_PER_ITERATION} to" in err
     assert "Resuming" in err and "at iteration 2 of 4" in err
-    assert json.loads(aside.read_text()) == first  # the earlier result, kept
-    assert extended["iterations"] == 4 and extended["env_steps"] == 4 * STEPS_PER_ITERATION
+    assert read_result(aside) == first  # the earlier result, kept
+    assert extended.iterations == 4 and extended.env_steps == 4 * STEPS_PER_ITERATION
     assert run.load_agent()["iteration"] == 4
     # it trained as a run given that budget from the start
     straight = train(settings(tmp_path / "straight", steps=4 * STEPS_PER_ITERATION))
-    assert extended["config"] == straight["config"]
-    assert without_times(extended["metatrain"]) == without_times(straight["metatrain"])
-    assert extended["metatest"] == straight["metatest"]
+    assert extended.config == straight.config
+    assert without_times(extended.metatrain) == without_times(straight.metatrain)
+    assert extended.metatest == straight.metatest
 
 
 def test_a_finished_run_without_its_training_state_says_it_cannot_be_extended(tmp_path):
@@ -174,7 +175,7 @@ def test_a_finished_run_without_its_training_state_says_it_cannot_be_extended(tm
 
 def test_budget_is_whole_iterations_never_more(tmp_path):
     result = train(settings(tmp_path / "r", steps=3 * STEPS_PER_ITERATION - 1))
-    assert result["iterations"] == 2
+    assert result.iterations == 2
 
 
 def test_periodic_evaluations_are_written(tmp_path):
@@ -256,7 +257,7 @@ def test_evaluate_writes_into_a_copied_run_without_its_evaluations_folder(tmp_pa
         shutil.copy(out / name, copy / name)
     result = evaluate(copy, test_tasks=2, exploration_episodes=1, test_episodes=1)
     (written,) = (copy / "evaluations").glob("evaluate-*.json")
-    assert json.loads(written.read_text())["tasks"] == result.to_dict()["tasks"]
+    assert json.loads(written.read_text())["tasks"] == MetaTestRecord.of(result).to_json()["tasks"]
 
 
 def test_budget_smaller_than_one_iteration_fails_before_writing(tmp_path):
@@ -273,10 +274,28 @@ def test_directory_of_another_run_is_refused(tmp_path):
 
 
 OLD_NAMES = {"exploration_episodes": "n_exploration_eps", "test_episodes": "n_test_episodes"}
+UNSET = {
+    "periodic_test_tasks": None,
+    "train_evaluation_tasks": None,
+    "cpus": None,
+    "device": "cpu",
+    "algorithm_spec": None,
+    "batched": False,
+    "train_evaluation": None,
+    "metaworld_envs_per_class": None,
+    "episode_success_steps": None,
+    "episode_returns_to_success": None,
+    "test_task_indices": None,
+}
+"""What version 1 left out where a run had none (version 3 writes it)."""
 
 
 def _old(record: dict) -> dict:
-    return {OLD_NAMES.get(key, key): value for key, value in record.items()}
+    return {
+        OLD_NAMES.get(key, key): value
+        for key, value in record.items()
+        if key != "version" and (key not in UNSET or UNSET[key] != value)
+    }
 
 
 def _old_metatest(record: dict) -> dict:
@@ -285,12 +304,12 @@ def _old_metatest(record: dict) -> dict:
 
 def write_as_version_1(out: Path) -> None:
     """Rewrite a run directory's files as version 1 of the meta-test result wrote them."""
-    config = json.loads((out / "config.json").read_text())
+    config = _old(json.loads((out / "config.json").read_text()))
     config["protocol"] = _old(config["protocol"])
     atomic_write_json(out / "config.json", config)
     for path in (out / "evaluations").glob("*.json"):
         atomic_write_json(path, _old_metatest(json.loads(path.read_text())))
-    result = json.loads((out / "result.json").read_text())
+    result = _old(json.loads((out / "result.json").read_text()))
     result["config"] = config
     result["metatest"] = _old_metatest(result["metatest"])
     atomic_write_json(out / "result.json", result)
@@ -300,19 +319,18 @@ def test_a_run_written_by_version_1_resumes_and_evaluates_as_the_same_run(
     tmp_path, capsys, keeps_checkpoint
 ):
     """A run directory of version 1 (``n_exploration_eps``, ``n_test_episodes``) is the same run:
-    its files read in version 2's form, ``metabench evaluate`` reproduces its numbers, and it
+    its files read as the current records, ``metabench evaluate`` reproduces its numbers, and it
     resumes (here: its final meta-test again, from its checkpoint) to the same result."""
     out = tmp_path / "r"
-    train(settings(out, eval_schedule=MetaTestSchedule(1)))
-    original = json.loads((out / "result.json").read_text())
-    periodic = [json.loads(p.read_text()) for p in sorted((out / "evaluations").glob("*.json"))]
-    assert original["config"]["protocol"] == {"exploration_episodes": 2, "test_episodes": 1}
-    assert original["metatest"]["version"] == 2 and len(periodic) == 2
+    original = train(settings(out, eval_schedule=MetaTestSchedule(1)))
+    periodic = periodic_metatests(out / "result.json")
+    assert original.config.protocol == Protocol(2, 1, batched=False) and len(periodic) == 2
     write_as_version_1(out)
     old_config = (out / "config.json").read_bytes()
-    assert b'"n_exploration_eps": 2' in old_config
+    assert b'"n_exploration_eps": 2' in old_config and b'"version"' not in old_config
+    assert b'"version": 1' in (out / "result.json").read_bytes()
     assert read_result(out / "result.json") == original
-    assert RunDirectory(out).read_config() == original["config"]
+    assert RunDirectory(out).read_config() == original.config
     assert periodic_metatests(out / "result.json") == periodic
     capsys.readouterr()
     assert train(settings(out)) == original  # the same run, already complete
@@ -322,7 +340,7 @@ def test_a_run_written_by_version_1_resumes_and_evaluates_as_the_same_run(
     (out / "result.json").unlink()
     resumed = train(settings(out))
     assert "Resuming" in capsys.readouterr().err
-    assert resumed["metatest"] == original["metatest"]
+    assert resumed.metatest == original.metatest
     assert (out / "config.json").read_bytes() == old_config  # left as it was written
 
 
@@ -331,13 +349,13 @@ def test_a_result_of_a_newer_version_is_a_one_line_error_naming_it(tmp_path, cap
     train(settings(out, algorithm="nop"))
     path = out / "result.json"
     result = json.loads(path.read_text())
-    result["metatest"]["version"] = 3
+    result["version"] = 4
     atomic_write_json(path, result)
     message = (
-        f"{path}: meta-test result version 3 is newer than this metabench reads (versions 1 to "
-        f"2): upgrade metabench to read it"
+        f"{path}: result record version 4 is newer than this metabench reads (versions 1 to "
+        f"3): upgrade metabench to read it"
     )
-    with pytest.raises(ResultVersionError) as raised:
+    with pytest.raises(RecordVersionError) as raised:
         read_result(path)
     assert str(raised.value) == message
     warnings: list[str] = []
@@ -366,7 +384,7 @@ def test_a_run_directory_in_use_is_refused_until_its_run_ends(tmp_path):
         with pytest.raises(RunError, match=rf"in use by a metabench run \(pid {os.getpid()}\)"):
             train(settings(out))
         assert not (out / "config.json").exists()
-    assert train(settings(out))["iterations"] == 2
+    assert train(settings(out)).iterations == 2
 
 
 def test_corrupt_checkpoint_is_reported(tmp_path, keeps_checkpoint):
@@ -464,8 +482,8 @@ def test_table_lists_runs_and_references_and_skips_corrupt_results(tmp_path, cap
     assert main(["table", "--results", str(results)]) == 0
     page = (results / "README.md").read_text()
     assert "| Bandit | nop | 0 | 0 |" in page
-    curve = json.loads((results / "nop" / "result.json").read_text())["metatest"]["aggregate"]
-    assert " → ".join(f"{v:.2f}" for v in curve["return_per_episode"]) in page  # NOP's curve
+    curve = read_result(results / "nop" / "result.json").metatest.return_per_episode
+    assert " → ".join(f"{v:.2f}" for v in curve) in page  # NOP's curve
     assert "Published settings" not in page  # none for Bandit: a page lists its benchmarks' only
     assert "| nop | 1 |" in page  # the summary over seeds
     assert (results / "summary.csv").read_text().startswith("benchmark,")
@@ -494,9 +512,9 @@ def test_maml_trpo_runs_through_the_same_harness(tmp_path, short_point_goal):
     run = RunSettings(short_point_goal, "maml-trpo", 0, 2 * 160, out, hyperparameters=overrides)
     result = train(run)
     # one iteration: 2 tasks x 2 episodes x 20 steps, before and after adaptation
-    assert result["iterations"] == 2 and result["env_steps"] == 320
-    assert "metatrain/post_update_return" in result["metatrain"]
-    assert result["config"]["hyperparameters"]["num_grad_updates"] == 1
+    assert result.iterations == 2 and result.env_steps == 320
+    assert "metatrain/post_update_return" in result.metatrain
+    assert result.config.hyperparameters["num_grad_updates"] == 1
     assert RunDirectory(out).load_agent()["iteration"] == 2
     with pytest.raises(ValueError, match=r"unknown hyperparameter\(s\) lr of maml-trpo"):
         train(RunSettings("PointGoal", "maml-trpo", 0, 320, tmp_path / "x", {"lr": 1}))
@@ -506,10 +524,10 @@ def test_maml_trpo_runs_through_the_same_harness(tmp_path, short_point_goal):
 @pytest.mark.parametrize("algorithm", ["cem", "cmaes"])
 def test_policy_search_baselines_run_through_the_harness(tmp_path, algorithm):
     result = train(RunSettings("HalfCheetahVel", algorithm, 0, 1, tmp_path / algorithm))
-    assert result["iterations"] == 0 and result["env_steps"] == 0  # no meta-training
+    assert result.iterations == 0 and result.env_steps == 0  # no meta-training
     # population sized to HalfCheetahVel's exploration budget: two generations of 5 episodes
-    assert result["config"]["hyperparameters"]["n_samples"] == 5
-    assert result["metatest"]["aggregate"]["n_tasks"] == 40
+    assert result.config.hyperparameters["n_samples"] == 5
+    assert result.metatest.n_tasks == 40
     with pytest.raises(ValueError, match="unknown hyperparameter"):
         train(RunSettings("HalfCheetahVel", algorithm, 0, 1, tmp_path / "x", {"lr": 1}))
 
@@ -552,8 +570,8 @@ def test_pearl_records_the_env_steps_it_took_its_initial_collection_included(
     result = train(run)
     # --steps bought two iterations; the count has the initial collection on top of them, as
     # the algorithm's own tally of the steps it collected does
-    assert result["iterations"] == 2
-    assert result["env_steps"] == 3 * 20 + 2 * 80 == result["metatrain"]["metatrain/env_steps"]
+    assert result.iterations == 2
+    assert result.env_steps == 3 * 20 + 2 * 80 == result.metatrain["metatrain/env_steps"]
     periodic = [json.loads(p.read_text()) for p in sorted((out / "evaluations").iterdir())]
     assert [record["env_steps"] for record in periodic] == [60 + 80, 60 + 160]
     # metabench status counts the progress against that total, not against --steps alone
@@ -576,12 +594,12 @@ def test_evaluate_with_other_test_actions_gives_what_a_run_trained_with_them_giv
     weights = [agent["algorithm"]["policy"] for agent in agents if agent is not None]
     assert len(weights) == 2 and weights[0].keys() == weights[1].keys()
     assert all(torch.equal(weights[0][key], weights[1][key]) for key in weights[0])
-    assert sampled["metatest"]["aggregate"] != mode["metatest"]["aggregate"]
+    assert sampled.metatest.return_per_episode != mode.metatest.return_per_episode
     result = evaluate(tmp_path / "sampled", test_actions="mode")
-    assert result.to_dict() == mode["metatest"]
+    assert MetaTestRecord.of(result) == mode.metatest
     (written,) = (tmp_path / "sampled" / "evaluations").glob("evaluate-*.json")
     assert json.loads(written.read_text())["metatest_protocol"]["deterministic_test"] is True
-    assert evaluate(tmp_path / "mode", test_actions="sample").to_dict() == sampled["metatest"]
+    assert MetaTestRecord.of(evaluate(tmp_path / "mode", test_actions="sample")) == sampled.metatest
 
 
 def test_test_actions_of_an_algorithm_without_the_option_is_a_one_line_error(tmp_path, capsys):

@@ -4,7 +4,8 @@ test_metaworld_adapter.py)."""
 
 import pytest
 
-from metabench.evaluation import MetaTestResult, TaskResult
+from metabench.evaluation import TaskResult
+from metabench.records import MetaTestRecord, RunResult
 from metabench.tasks.metaworld.count import (
     CountedEpisode,
     first_to_end,
@@ -92,48 +93,51 @@ def test_meta_test_result_records_metaworld_count_only_with_its_setting():
         task(0, [False, True, True, True], [None, 20, 20, 20]),
         task(1, [False] * 4, [None] * 4),
     ]
-    plain = MetaTestResult("algo", "env", 1, 3, 0, tasks)
-    assert plain.metaworld is None and "metaworld_success_rate" not in plain.to_dict()["aggregate"]
-    counted = MetaTestResult("algo", "env", 1, 3, 0, tasks, metaworld_envs_per_class=2)
-    record = counted.to_dict()
+    plain = MetaTestRecord("algo", "env", 1, 3, 0, tuple(tasks))
+    assert plain.result.metaworld is None
+    assert "metaworld_success_rate" not in plain.to_json()["aggregate"]
+    counted = MetaTestRecord("algo", "env", 1, 3, 0, tuple(tasks), metaworld_envs_per_class=2)
+    record = counted.to_json()
     # half the test episodes succeed, but task 0's three end first (steps 20, 40, 60)
     assert record["aggregate"]["test_episode_success_rate"] == 0.5
     assert record["aggregate"]["metaworld_success_rate"] == 1.0
     assert record["aggregate"]["metaworld_return"] == 20.0
-    assert MetaTestResult.from_dict(record).to_dict() == record  # read back, the same
+    assert MetaTestRecord.from_json(record).to_json() == record  # read back, the same
 
 
 def test_tables_show_metaworlds_count_beside_the_episode_rate_where_it_is_recorded():
     from metabench.analysis.stats import summarize
     from metabench.analysis.tables import summary_csv, summary_markdown
+    from tests.factories import make_result
 
-    def result(benchmark: str, seed: int, counted: float | None) -> dict:
-        aggregate = {
-            "test_return": 1.0,
-            "test_episode_success_rate": 0.25,
-            "return_per_episode": [0.0, 1.0],
-        }
-        if counted is not None:
-            aggregate["metaworld_success_rate"] = counted
-        tasks = [{"episode_returns": [0.0, 1.0]}]
-        metatest = {"aggregate": aggregate, "exploration_episodes": 1, "tasks": tasks}
-        return {
-            "config": {"benchmark": benchmark, "algorithm": "rl2", "seed": seed},
-            "env_steps": 10, "wall_time_s": 1.0, "metatrain": {}, "metatest": metatest,
-        }  # fmt: skip
+    def result(benchmark: str, seed: int, succeed: set[int], envs: int | None) -> RunResult:
+        """8 tasks of one class, one test episode each, those in ``succeed`` succeeding (at
+        step 3 of 10): a quarter of the test episodes. Counted by Meta-World with 2 sub-envs a
+        round, a round of tasks (0, 1), (2, 3), ... scores where one of its two succeeds."""
+        successes = [[False, index in succeed] for index in range(8)]
+        return make_result(
+            benchmark, "rl2", seed, [[0.0, 1.0]] * 8, exploration_episodes=1,
+            successes=successes, metaworld_envs_per_class=envs,
+        )  # fmt: skip
 
-    summaries = summarize([result("ML1", 0, 0.5), result("ML1", 1, 0.75), result("Vel", 0, None)])
+    runs = [
+        result("ML1", 0, {0, 2}, 2),
+        result("ML1", 1, {0, 1}, 2),
+        result("Vel", 0, {0, 1}, None),
+    ]
+    summaries = summarize(runs)
     ml1, vel = summaries
-    assert ml1.metaworld_success is not None and ml1.metaworld_success.mean == 0.625
+    # seed 0: rounds 1 and 2 of 4 score (0.5); seed 1: round 1 only (0.25)
+    assert ml1.metaworld_success is not None and ml1.metaworld_success.mean == 0.375
     assert ml1.test_success is not None and ml1.test_success.mean == 0.25
     assert vel.metaworld_success is None
     page = summary_markdown(summaries)
     ml1_table, vel_table = page.split("### ML1")[1].split("### Vel")
-    assert "Meta-World's count |" in ml1_table and "| 0.625 [" in ml1_table
+    assert "Meta-World's count |" in ml1_table and "| 0.375 [" in ml1_table
     assert "Meta-World's count" not in vel_table
     rows = summary_csv(summaries).splitlines()
     assert rows[0].endswith("metaworld_success_mean,metaworld_success_low,metaworld_success_high")
-    assert rows[1].split(",")[-3] == "0.625" and rows[2].endswith(",,,")
+    assert rows[1].split(",")[-3] == "0.375" and rows[2].endswith(",,,")
 
 
 def test_per_goal_count_of_a_shipped_ml10_run_is_its_fraction_of_test_episodes():
@@ -146,7 +150,7 @@ def test_per_goal_count_of_a_shipped_ml10_run_is_its_fraction_of_test_episodes()
     path = ROOT / "results" / "ML10" / "rl2-ppo-metaworld-2e7-seed0" / "result.json"
     if not path.exists():
         pytest.skip("no ML10 result in this checkout")
-    result = MetaTestResult.from_dict(json.loads(path.read_text())["metatest"])
+    result = MetaTestRecord.from_json(json.loads(path.read_text())["metatest"]).result
     episodes = [t.counted_test_episodes() for t in result.tasks]
     assert result.metaworld_envs_per_class is not None and all(e for e in episodes)
     classes = [t.task["env_name"] for t in result.tasks]

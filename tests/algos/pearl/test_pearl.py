@@ -436,7 +436,7 @@ def test_pearl_adapts_on_point_goal():
     with algo.evaluation_streams(1):
         result = evaluator.evaluate(algo)
     nop = evaluator.evaluate(NOP(make().action_space)).test_return
-    per_episode = result.to_dict()["aggregate"]["return_per_episode"]
+    per_episode = result.return_per_episode
     print(f"pearl per episode {np.round(per_episode, 2).tolist()}; nop {nop:.2f}")
     assert nop == pytest.approx(-5.0)
     assert result.test_return > nop + 1.0

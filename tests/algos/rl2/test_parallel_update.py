@@ -134,7 +134,8 @@ def test_the_ml10_result_command_still_plans_its_recorded_config() -> None:
     recorded = RunDirectory(run).read_config()  # a version-1 file, read in the current form
     assert recorded is not None
     protocol = {"test_tasks", "periodic_test_tasks", "benchmark_source"}
-    assert {k: v for k, v in config.items() if k not in protocol} == {
-        k: v for k, v in recorded.items() if k not in protocol
+    resolved, stored = config.to_json(), recorded.to_json()
+    assert {k: v for k, v in resolved.items() if k not in protocol} == {
+        k: v for k, v in stored.items() if k not in protocol
     }
-    assert (len(recorded["test_tasks"]), len(config["test_tasks"])) == (10, 200)
+    assert (len(recorded.test_tasks), len(config.test_tasks)) == (10, 200)
