@@ -63,7 +63,7 @@ from metabench.rng import (
 )
 from metabench.tasks.base import ListTaskSampler, SetTaskSampler, Task, TaskSampler
 from metabench.threads import torch_threads
-from metabench.validation import recorded_config
+from metabench.validation import ConfigError, recorded_config
 
 __all__ = ["PEARL", "PEARL_IMPLEMENTATION", "pearl_env"]
 
@@ -82,6 +82,18 @@ def pearl_env(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
     Gaussian's range) and each step's reward appended to the observation
     (:class:`~metabench.algos.pearl.policy.RewardInObservation`)."""
     return RewardInObservation(rescale_actions(env))
+
+
+def critic_reward(info: dict[str, Any], key: str) -> float:
+    """``info[key]``, the reward the critic trains on (``config.critic_reward``); a
+    :class:`ConfigError` naming the keys the env gives where it has none."""
+    if key not in info:
+        raise ConfigError(
+            f"critic_reward={key!r}: the task env's step info has no {key!r} (it has: "
+            f"{', '.join(sorted(info)) or 'nothing'}); set critic_reward to one of them, or to "
+            f"'' to train the critic on the env's reward"
+        )
+    return float(info[key])
 
 
 def episodes_for(steps: int, horizon: int) -> int:
@@ -227,12 +239,18 @@ class PEARL(MetaRLAlgorithm):
         prior = torch.zeros(1, self.config.latent_size, device=self.device)
         return sample_latent(prior, torch.ones_like(prior), self._generator)
 
-    def _run_episode(self, task: Task, z: torch.Tensor) -> tuple[Transitions, float, bool]:
+    def _run_episode(
+        self, task: Task, z: torch.Tensor
+    ) -> tuple[Transitions, np.ndarray, float, bool]:
         """One episode of ``task`` with actions sampled at ``z`` ``(1, latent_size)``; its
-        transitions, return and whether any step succeeded."""
+        transitions, the rewards its critic trains on (the transitions' own, or with
+        ``config.critic_reward`` each step's ``info[critic_reward]``), its return and whether
+        any step succeeded."""
         seed = int(self._rng.integers(2**31 - 1))
         observation, _ = self.env.reset(seed=seed, options={"task": task})
         steps: list[tuple[np.ndarray, np.ndarray, float, np.ndarray, bool]] = []
+        critic_key = self.config.critic_reward
+        critic_rewards: list[float] = []
         success = False
         while True:
             state = np.asarray(observation, dtype=np.float32)
@@ -242,6 +260,8 @@ class PEARL(MetaRLAlgorithm):
             action_array = action.cpu().numpy()
             observation, reward, terminated, truncated, info = self.env.step(action_array)
             success = success or bool(info.get("success", False))
+            if critic_key:
+                critic_rewards.append(float(critic_reward(info, critic_key)))
             next_state = np.asarray(observation, dtype=np.float32)
             steps.append((state, action_array, float(reward), next_state, bool(terminated)))
             if terminated or truncated:
@@ -254,7 +274,8 @@ class PEARL(MetaRLAlgorithm):
             np.stack(next_states),
             np.asarray(dones, dtype=np.float32),
         )
-        return batch, float(np.sum(rewards)), success
+        critic = np.asarray(critic_rewards, dtype=np.float32) if critic_key else batch.rewards
+        return batch, critic, float(np.sum(rewards)), success
 
     def _collect(
         self, task_index: int, n_steps: int, posterior: bool, to_encoder: bool, record: _Record
@@ -267,9 +288,12 @@ class PEARL(MetaRLAlgorithm):
         collected = 0
         from_posterior = False
         while collected < n_steps:
-            batch, episode_return, success = self._run_episode(task, z)
+            batch, critic_rewards, episode_return, success = self._run_episode(task, z)
             record.episode(episode_return, success, from_posterior)
-            self.rl_buffers[task_index].add_transitions(batch)
+            observations, actions, _, next_observations, dones = batch
+            self.rl_buffers[task_index].add_transitions(
+                Transitions(observations, actions, critic_rewards, next_observations, dones)
+            )
             if to_encoder:
                 self.encoder_buffers[task_index].add_transitions(batch)
             collected += len(batch)

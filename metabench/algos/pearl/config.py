@@ -128,6 +128,14 @@ class PEARLConfig:
         "numbers, hence a recorded hyperparameter",
         low=1,
     )
+    critic_reward: str = option(
+        "",
+        "the step info key whose value the critic trains on, in place of the env's reward "
+        "(which the context, the returns and the success still use): 'reward_dense' on a "
+        "sparse task trains the critic on the dense reward, as oyster's sparse_rewards does; "
+        "'' trains it on the env's reward",
+        recorded_at_default=False,
+    )
 
     def __post_init__(self) -> None:
         check_config(self)

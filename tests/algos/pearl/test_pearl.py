@@ -455,3 +455,59 @@ def test_a_fixed_list_of_training_tasks_is_trained_on_whole_and_in_order():
     # without replacement (or of another size) it is still a draw
     other = PEARL(PointGoalEnv, config=config, seed=0, sampler=ListTaskSampler(goals))
     assert sorted(map(str, other.train_tasks)) == sorted(map(str, goals))
+
+
+def stored(buffer: Any) -> tuple[np.ndarray, np.ndarray]:
+    """A buffer's next observations and rewards, every filled row."""
+    size = buffer.size()
+    return buffer.next_observations[:size, 0], buffer.rewards[:size, 0]
+
+
+def test_the_critic_trains_on_the_info_reward_it_names_and_the_context_on_the_envs():
+    """oyster's ``sparse_rewards``: on Sparse-Point-Robot the critic's buffer holds the dense
+    reward and the encoder's the sparse one, each recomputed from the stored position (the next
+    observation) and the task's goal. Goals near the start, so that some steps are inside the
+    radius."""
+    from metabench.tasks.point_robot.envs import SparsePointRobotEnv
+
+    goals = [{"goal": [0.05, 0.0]}, {"goal": [0.0, 0.1]}, {"goal": [0.1, 0.1]}]
+    config = PEARLConfig(**TINY, critic_reward="reward_dense")
+    algo = PEARL(SparsePointRobotEnv, config=config, seed=0, sampler=ListTaskSampler(goals))
+    algo.train(1)
+    inside = 0
+    for index, task in enumerate(algo.train_tasks):
+        goal = np.asarray(task["goal"], dtype=np.float64)
+        positions, critic_rewards = stored(algo.rl_buffers[index])
+        distance = np.linalg.norm(positions.astype(np.float64) - goal, axis=1)
+        np.testing.assert_allclose(critic_rewards, -distance, rtol=1e-5, atol=1e-6)
+        positions, context_rewards = stored(algo.encoder_buffers[index])
+        distance = np.linalg.norm(positions.astype(np.float64) - goal, axis=1)
+        sparse = np.where(distance <= 0.2, 1.0 - distance, 0.0)
+        np.testing.assert_allclose(context_rewards, sparse, rtol=1e-5, atol=1e-6)
+        inside += int((distance <= 0.2).sum())
+    assert inside > 0  # the sparse reward was seen, so the two buffers differ
+
+
+def test_the_critic_trains_on_the_envs_reward_by_default():
+    """Without ``critic_reward`` both buffers hold the step's reward, the sparse one here."""
+    from metabench.tasks.point_robot.envs import SparsePointRobotEnv
+
+    goals = [{"goal": [0.05, 0.0]}, {"goal": [0.0, 0.1]}, {"goal": [0.1, 0.1]}]
+    algo = PEARL(
+        SparsePointRobotEnv, config=PEARLConfig(**TINY), seed=0, sampler=ListTaskSampler(goals)
+    )
+    algo.train(1)
+    for index, task in enumerate(algo.train_tasks):
+        positions, rewards = stored(algo.rl_buffers[index])
+        distance = np.linalg.norm(positions.astype(np.float64) - np.asarray(task["goal"]), axis=1)
+        np.testing.assert_allclose(
+            rewards, np.where(distance <= 0.2, 1.0 - distance, 0.0), rtol=1e-5, atol=1e-6
+        )
+
+
+def test_a_critic_reward_the_env_does_not_give_names_the_keys_it_gives():
+    from metabench.validation import ConfigError
+
+    algo = tiny(critic_reward="reward_dense")  # PointGoal's info has no dense reward
+    with pytest.raises(ConfigError, match=r"critic_reward='reward_dense': .* has no"):
+        algo.train(1)
