@@ -3,6 +3,7 @@ tables report, computed from those episodes (never read from the file's ``aggreg
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -54,29 +55,15 @@ class MetaTestRecord:
 
     @classmethod
     def of(cls, result: MetaTestResult) -> MetaTestRecord:
-        """The record of a meta-test that just ran."""
-        return cls(
-            algorithm=result.algorithm,
-            env=result.env,
-            exploration_episodes=result.exploration_episodes,
-            test_episodes=result.test_episodes,
-            seed=result.seed,
-            tasks=tuple(result.tasks),
-            metaworld_envs_per_class=result.metaworld_envs_per_class,
-        )
+        """The record of a meta-test that just ran (the same fields, the tasks as a tuple)."""
+        fields = {field.name: getattr(result, field.name) for field in dataclasses.fields(cls)}
+        return cls(**{**fields, "tasks": tuple(result.tasks)})
 
     @cached_property
     def result(self) -> MetaTestResult:
         """The meta-test, whose properties compute every number from the episodes."""
-        return MetaTestResult(
-            algorithm=self.algorithm,
-            env=self.env,
-            exploration_episodes=self.exploration_episodes,
-            test_episodes=self.test_episodes,
-            seed=self.seed,
-            tasks=list(self.tasks),
-            metaworld_envs_per_class=self.metaworld_envs_per_class,
-        )
+        fields = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        return MetaTestResult(**{**fields, "tasks": list(self.tasks)})
 
     @property
     def test_return(self) -> float:
