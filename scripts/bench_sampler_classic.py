@@ -66,7 +66,7 @@ def make_policy(obs_dim: int, act_dim: int, seed: int = 0) -> Callable[[np.ndarr
 
 def make_contenders(
     env_id: str, env_kwargs: dict[str, Any], num_envs: int, horizon: int, processes: int
-) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
+) -> tuple[dict[str, Callable[[], object]], Callable[[], None]]:
     """The timed functions, each sampling one batch of ``num_envs`` episodes of ``horizon``
     steps, and a function closing them."""
     probe = make_task_env(env_id, **env_kwargs)
@@ -106,7 +106,11 @@ def make_contenders(
 
     one = make_maml_vec_env(env_id, num_envs, 1, env_kwargs=env_kwargs)
     sharded = make_sharded_task_env(env_id, num_envs, processes, info_keys=(), **env_kwargs)
-    contenders = {RAW: raw, ONE: sampler(one), SHARDED: sampler(sharded)}
+    contenders: dict[str, Callable[[], object]] = {
+        RAW: raw,
+        ONE: sampler(one),
+        SHARDED: sampler(sharded),
+    }
 
     def close() -> None:
         for closer in (one.close, sharded.close, pool.close, probe.close):
