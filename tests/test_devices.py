@@ -95,10 +95,10 @@ def test_to_cpu_keeps_cpu_tensors_and_the_structure():
 
 
 def test_a_cpu_run_records_no_device_and_only_networks_take_one(tmp_path):
-    """CPU runs keep the config.json they always had (the device is recorded for a GPU only);
+    """A CPU run records the CPU, as its config.json always meant where it named no device;
     NOP, CEM and CMA-ES have no network to place."""
     settings = RunSettings("PointGoal", "maml-trpo", 0, 1, tmp_path / "run", device="cpu")
-    assert "device" not in plan_run(settings).config
+    assert plan_run(settings).config.device == "cpu"
     assert get_algorithm("maml-trpo").takes_device and get_algorithm("rl2-ppo").takes_device
     assert get_algorithm("oracle").takes_device
     assert not any(get_algorithm(name).takes_device for name in ("nop", "cem", "cmaes"))

@@ -12,6 +12,7 @@ import pytest
 from metabench.cli import main
 from metabench.harness.benchmarks import get_benchmark
 from metabench.harness.run import build_algorithm, make_evaluator
+from metabench.records import RunConfig
 
 
 def run(tmp_path: Path, algorithm: str, steps: int) -> dict:
@@ -42,7 +43,8 @@ def test_maml_trpo_adapts_and_beats_nop_on_point_goal_through_the_cli(tmp_path, 
     assert post == pytest.approx(np.mean(per_episode[20:]))
     floor = nop["metatest"]["aggregate"]["test_return"]
     spec = get_benchmark("PointGoal")
-    untrained = build_algorithm(spec, maml["config"], None)  # as the run started
+    config = RunConfig.from_json(maml["config"])
+    untrained = build_algorithm(spec, config, None)  # as the run started
     untrained_post = make_evaluator(spec, 0).evaluate(untrained).test_return
     print(f"pre {pre:.2f} post {post:.2f}; nop {floor:.2f}; untrained {untrained_post:.2f}")
     assert post > pre + 8.0
