@@ -102,7 +102,7 @@ class MetaRLAlgorithm(abc.ABC):
     (RL2); the default :meth:`from_benchmark` passes it only then."""
     uses_device: ClassVar[bool] = False
     """Whether :meth:`from_benchmark` puts networks on ``device`` (the torch algorithms); the
-    others run on the CPU whatever ``--device`` says, and their runs record no device."""
+    others run on the CPU whatever ``--device`` says, and their runs record the CPU."""
 
     @classmethod
     def from_benchmark(
