@@ -90,7 +90,8 @@ class RunConfig:
     def from_json(cls, data: Mapping[str, Any]) -> RunConfig:
         """Read a stored configuration of any version (:func:`~metabench.records.migrate`).
 
-        :raises KeyError, TypeError, ValueError: for a file that is not a run configuration.
+        :raises ValueError: for a file that is not a run configuration (or ``KeyError`` and
+            ``TypeError``, for a missing or mistyped field).
         :raises RecordVersionError: for a version this metabench cannot read.
         """
         config = migrate(data, "config")
@@ -166,7 +167,8 @@ class RunResult:
     def from_json(cls, data: Mapping[str, Any]) -> RunResult:
         """Read a stored result of any version (:func:`~metabench.records.migrate`).
 
-        :raises KeyError, TypeError, ValueError: for a file that is not a run's result.
+        :raises ValueError: for a file that is not a run's result (or ``KeyError`` and
+            ``TypeError``, for a missing or mistyped field).
         :raises RecordVersionError: for a version this metabench cannot read.
         """
         result = migrate(data, "result")
