@@ -52,15 +52,18 @@ def vector_name(backend: PhysicsBackend) -> str:
     return f"HalfCheetahVectorEnv[{backend}] + policy"
 
 
-def make_policy(seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
-    """A MAML-sized Gaussian MLP policy (float32, as torch trains it): 100-100 tanh, std 1."""
+def make_policy(
+    seed: int = 0, obs_dim: int = 20, act_dim: int = 6, hidden: int = 100
+) -> Callable[[np.ndarray], np.ndarray]:
+    """A MAML-sized Gaussian MLP policy (float32, as torch trains it): ``hidden``-``hidden``
+    tanh, std 1 (the defaults: garage's MAML policy on HalfCheetah at initialisation)."""
     torch.manual_seed(seed)
     mean = torch.nn.Sequential(
-        torch.nn.Linear(20, 100),
+        torch.nn.Linear(obs_dim, hidden),
         torch.nn.Tanh(),
-        torch.nn.Linear(100, 100),
+        torch.nn.Linear(hidden, hidden),
         torch.nn.Tanh(),
-        torch.nn.Linear(100, 6),
+        torch.nn.Linear(hidden, act_dim),
     )
     generator = torch.Generator().manual_seed(seed)
 

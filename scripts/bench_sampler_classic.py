@@ -34,6 +34,7 @@ from typing import Any
 import mujoco
 import numpy as np
 import torch
+from bench_sampler import make_policy
 from mujoco import rollout
 
 from metabench.algos.maml.collector import make_maml_vec_env
@@ -44,26 +45,6 @@ from metabench.vector.sharded import make_sharded_task_env
 RAW, ONE, SHARDED = "raw rollout, per step", "one process (MAML's default)", "sharded"
 
 
-def make_policy(obs_dim: int, act_dim: int, seed: int = 0) -> Callable[[np.ndarray], np.ndarray]:
-    """A MAML-sized Gaussian MLP policy (float32): 64-64 tanh, std 1."""
-    torch.manual_seed(seed)
-    mean = torch.nn.Sequential(
-        torch.nn.Linear(obs_dim, 64),
-        torch.nn.Tanh(),
-        torch.nn.Linear(64, 64),
-        torch.nn.Tanh(),
-        torch.nn.Linear(64, act_dim),
-    )
-    generator = torch.Generator().manual_seed(seed)
-
-    def act(obs: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            mu = mean(torch.as_tensor(obs, dtype=torch.float32))
-            return (mu + torch.randn(mu.shape, generator=generator)).numpy()
-
-    return act
-
-
 def make_contenders(
     env_id: str, env_kwargs: dict[str, Any], num_envs: int, horizon: int, processes: int
 ) -> tuple[dict[str, Callable[[], object]], Callable[[], None]]:
@@ -71,7 +52,8 @@ def make_contenders(
     steps, and a function closing them."""
     probe = make_task_env(env_id, **env_kwargs)
     tasks = probe.unwrapped.sample_tasks(num_envs, np.random.default_rng(0))
-    policy = make_policy(probe.observation_space.shape[0], probe.action_space.shape[0])
+    obs_dim, act_dim = probe.observation_space.shape[0], probe.action_space.shape[0]
+    policy = make_policy(0, obs_dim, act_dim, hidden=64)  # pytorch-maml-rl's Ant policy: 64-64
 
     # (a) raw: every env's reset state, through the env's own model
     model = probe.unwrapped.model
