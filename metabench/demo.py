@@ -1,10 +1,11 @@
 """A first look at metabench: task envs, task samplers and RL2 trials with a random policy.
 
-Run with ``metabench demo`` (or ``make demo``). For a handful of tasks of every task env of
-every family (:func:`~metabench.tasks.family.task_envs`, with their default arguments) and of
-Meta-World ML10's held-out split, it runs one RL2 trial per task with uniformly random actions
-and prints the return (and success) of every episode of the trial. A random policy does not
-adapt, so the episodes of a trial score alike: the table is the floor a meta-learner must beat.
+Run with ``metabench demo`` (or ``make demo``). For a handful of tasks of every task env that
+samples its own tasks (:func:`~metabench.tasks.family.sampling_task_envs`, with their default
+arguments) and of Meta-World ML10's held-out split, it runs one RL2 trial per task with
+uniformly random actions and prints the return (and success) of every episode of the trial. A
+random policy does not adapt, so the episodes of a trial score alike: the table is the floor a
+meta-learner must beat.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rich.table import Table
 
 from metabench.harness.report import make_console
 from metabench.tasks import SetTaskSampler, Task, TaskSampler
-from metabench.tasks.family import task_envs
+from metabench.tasks.family import sampling_task_envs
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN, EPISODE_SUCCESS
 
 
@@ -137,11 +138,10 @@ def run_demo(
     console = make_console()
     results: list[TrialResult] = []
     with Progress(console=console, transient=True) as progress:
-        for name, declared in task_envs().items():
-            if not declared.steps_in_workers:  # Meta-World's: ML10's test split below
-                results += run_random_trials(
-                    name, None, n_tasks, episodes_per_trial, seed, progress, {}
-                )
+        for name in sampling_task_envs():
+            results += run_random_trials(
+                name, None, n_tasks, episodes_per_trial, seed, progress, {}
+            )
         if metaworld:
             from metabench.tasks.metaworld.envs import MetaWorldTaskSampler
 

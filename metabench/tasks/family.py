@@ -108,6 +108,14 @@ def task_envs() -> dict[str, TaskEnvDeclaration]:
     return {name: env for family in task_families().values() for name, env in family.envs.items()}
 
 
+def sampling_task_envs() -> list[str]:
+    """The task envs that sample their own tasks, by name: every env of the families without a
+    kind of split of their own. A family with one (Meta-World's) draws its tasks from a split."""
+    return [
+        name for family in task_families().values() if not family.splits for name in family.envs
+    ]
+
+
 def declaration_of(env_id: str) -> TaskEnvDeclaration | None:
     """What a family declares of the task env registered as ``env_id``
     (``"metabench/<name>-v0"``); ``None`` for an env of no family (a plug-in's)."""

@@ -15,6 +15,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 import metabench  # noqa: F401 - registers the metabench/* ids
 from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
 from metabench.errors import InvalidActionError
+from metabench.tasks.family import sampling_task_envs, task_envs
 from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.vector.sharded import ShardedVectorEnv, SubEnvError, make_sharded_task_env
 
@@ -257,3 +258,35 @@ def test_metaworld_ml1_matches_single_envs_stepped_by_hand() -> None:
     for ours, hand in zip(sharded, by_hand, strict=True):
         for a, b in zip(ours, hand, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.mujoco
+@pytest.mark.parametrize(
+    "name",
+    [name for name in sampling_task_envs() if task_envs()[name].steps_in_workers],
+)
+def test_maml_batches_of_the_families_stepped_in_workers_match_one_process(name: str) -> None:
+    """MAML steps these envs in worker processes when a run has several cores: the batches
+    must be the ones one process collects."""
+    env_id = f"metabench/{name}-v0"
+    probe = gym.make(env_id, horizon=6).unwrapped
+    tasks = probe.sample_tasks(2, np.random.default_rng(4))
+    act_dim = probe.action_space.shape[0]
+
+    def actor(observations: np.ndarray) -> np.ndarray:  # deterministic, depends on the obs
+        return np.tanh(observations[:, :act_dim] + 0.3)
+
+    venv = make_sharded_task_env(env_id, 4, processes=2, info_keys=(), horizon=6)
+    try:
+        batches = VectorEpisodeCollector(venv, episodes_per_task=2).collect(tasks, actor, seed=5)
+    finally:
+        venv.close()
+    default_env = make_maml_vec_env(env_id, 2, 2, seed=0, env_kwargs={"horizon": 6})
+    expected = VectorEpisodeCollector(default_env, episodes_per_task=2).collect(
+        tasks, actor, seed=5
+    )
+    default_env.close()
+    for batch, reference in zip(batches, expected, strict=True):
+        assert batch.lengths.sum() > 0
+        for field in ("observations", "actions", "rewards", "step_types", "last_observations"):
+            np.testing.assert_array_equal(getattr(batch, field), getattr(reference, field))
