@@ -6,7 +6,7 @@ training classes in turn, random actions, one process per core), one RL2-PPO ite
 MAML-TRPO iteration with the shipped ML10 settings (whole iteration: rollouts and update), and
 the meta-test of RL2-PPO one task at a time and batched. The best round of each is kept.
 Also: the lean Meta-World step against Meta-World's own (env-only), and RL2-PPO's update split
-over the env worker (``update_processes``) against one process, on the same rollout.
+over the env worker (``update_in_workers``) against one process, on the same rollout.
 Iterations are shortened to keep a round to minutes (RL2: 2 episodes per trial instead of 10;
 MAML: 1 episode per task instead of 10; meta-test: 2 + 1 episodes instead of 10 + 3); the
 speed table of ``docs/speed.md`` gives the full-size numbers of ``scripts/profile_ml10.py``.
@@ -96,8 +96,8 @@ def lean_step_ratio(rounds: int = 3) -> float:
 
 def split_update_ratio(rounds: int = 2, episodes: int = RL2_EPISODES) -> float:
     """RL2-PPO's update on one ML10 rollout (``episodes`` per trial), one process against split
-    over the env worker (``update_processes``): best time of each over interleaved rounds."""
-    algo, _ = _build("rl2-ppo", {"episodes_per_trial": episodes, "update_processes": True})
+    over the env worker (``update_in_workers``): best time of each over interleaved rounds."""
+    algo, _ = _build("rl2-ppo", {"episodes_per_trial": episodes, "update_in_workers": True})
     model = algo.model
     split_venv = model.update_venv
     best = {"one process": float("inf"), "split": float("inf")}

@@ -9,7 +9,7 @@ the rollout collection measured here (after a first reset that builds the envs, 
 iteration but a run's first).
 
 With ``--split``, ``rl2-ppo-metaworld``'s chunked update instead, in one process and split over
-the env worker (``update_processes``; ``metabench/algos/rl2/parallel_chunked_update.py``).
+the env worker (``update_in_workers``; ``metabench/algos/rl2/parallel_chunked_update.py``).
 
     OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_rl2_chunked_update.py [--episodes N]
         [--repeats N] [--split]
@@ -74,11 +74,11 @@ def alone_and_split(model: Any) -> dict[str, Callable[[], None]]:
 
 def update_times(episodes: int = 10, repeats: int = 2, split: bool = False) -> UpdateTimes:
     """Collect one ML10 iteration of ``episodes`` per trial as ``rl2-ppo`` (``split``:
-    ``rl2-ppo-metaworld`` with ``update_processes``) does and time both updates on it,
+    ``rl2-ppo-metaworld`` with ``update_in_workers``) does and time both updates on it,
     alternating, ``repeats`` times each (best of each)."""
     overrides: dict[str, Any] = {"episodes_per_trial": episodes}
     if split:
-        overrides["update_processes"] = True
+        overrides["update_in_workers"] = True
     algo, _ = build("rl2-ppo-metaworld" if split else "rl2-ppo", overrides)
     model = algo.model
     updates = alone_and_split(model) if split else trial_and_chunked(model)

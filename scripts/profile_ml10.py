@@ -211,8 +211,8 @@ def profile_rl2(
         f"{algorithm} on ML10, one iteration on {algo.device} "
         f"({config.meta_batch_size} tasks x "
         f"{config.episodes_per_trial} episodes, {config.recurrent_cell} {config.hidden_size}, "
-        f"{config.value_baseline} baseline, processes={config.processes}, update_processes="
-        f"{config.update_processes}, "
+        f"{config.value_baseline} baseline, processes={config.step_in_workers}, update_in_workers="
+        f"{config.update_in_workers}, "
         f"torch threads {torch.get_num_threads()})",
         total,
         algo.steps_per_iteration,

@@ -12,7 +12,7 @@ measured just before, and the hours 2e7 steps would take at that rate (meta-test
 ``--episodes`` shortens the iterations (episodes per trial for RL2, per task for MAML; default:
 the published 10) to keep a machine with few cores within minutes. ``--set`` overrides
 hyperparameters of every algorithm measured, as ``metabench train --set`` does (e.g.
-``update_processes=true`` for RL2's split update).
+``update_in_workers=true`` for RL2's split update).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ when the env steps at metabench's env-only rate on every core.
 The update runs on shortened iterations (``--episodes``, default 1 episode per task or trial)
 and is scaled to the published 10: by the steps, or for a chunked RL2 update (Meta-World+'s,
 ``rl2-ppo-metaworld``) by its chunks, whose number is not proportional to a trial's length. An
-RL2 update split over the env worker (``--set update_processes=true``) is counted in one process
+RL2 update split over the env worker (``--set update_in_workers=true``) is counted in one process
 (the same products, all of them here) and its floor is taken at the rate of every process it
 runs in. The FLOP counts do not depend on the machine's load; the times do: run it on an idle
 machine.

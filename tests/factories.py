@@ -112,12 +112,14 @@ def make_maml(env: Any, sampler: Any = None, **kwargs: Any) -> MAML:
 
 def rl2_alone_and_split(cpus: int, **options: Any) -> tuple[Any, Any]:
     """RL2-PPO on PointGoal after two iterations, its update in one process and split over the
-    env workers (``update_processes``) of ``cpus`` processes, same seed and settings."""
+    env workers (``update_in_workers``) of ``cpus`` processes, same seed and settings."""
     from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
 
     runs = []
     for split in (False, True):
-        config = RL2PPOConfig(meta_batch_size=5, processes=True, update_processes=split, **options)
+        config = RL2PPOConfig(
+            meta_batch_size=5, step_in_workers=True, update_in_workers=split, **options
+        )
         algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=cpus)
         algo.train(2)
         algo.venv.close()

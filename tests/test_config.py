@@ -39,7 +39,7 @@ def test_defaults_are_unchanged():
         meta_batch_size=10, episodes_per_trial=4, hidden_size=64, discount=0.99,
         gae_lambda=0.95, clip_range=0.2, n_epochs=10, batch_size=None, learning_rate=1e-3,
         ent_coef=0.02, vf_coef=0.5, max_grad_norm=0.5, normalize_advantage=False,
-        reward_scale=1.0, deterministic_eval=False, processes=False,
+        reward_scale=1.0, deterministic_eval=False, step_in_workers=False,
     )  # fmt: skip
     assert MAMLConfig() == MAMLConfig(
         meta_batch_size=40, episodes_per_task=20, inner_lr=0.1, num_grad_updates=1,
@@ -90,7 +90,7 @@ def test_bad_values_name_where_they_were_set(values, message):
         ({"ent_coef": math.nan}, "ent_coef must be a non-negative number, got nan"),
         ({"learning_rate": "fast"}, "learning_rate must be a positive number, got 'fast'"),
         ({"normalize_advantage": "False "}, None),
-        ({"processes": "yes"}, "processes must be true or false, got 'yes'"),
+        ({"step_in_workers": "yes"}, "step_in_workers must be true or false, got 'yes'"),
         ({"batch_size": "null"}, None),
     ],
 )

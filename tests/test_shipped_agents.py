@@ -6,8 +6,10 @@ import json
 import shutil
 
 import pytest
+import torch
 
 from metabench.analysis.resultfile import read_result
+from metabench.harness.loading import load_run
 from metabench.harness.provenance import cpu_record
 from metabench.harness.run import RunDirectory
 from metabench.harness.training import evaluate
@@ -44,3 +46,15 @@ def test_a_shipped_agent_meta_tests_to_the_numbers_of_its_result(tmp_path, capsy
         assert "The same numbers as the run's final meta-test" in said
     else:  # another kind of CPU: the difference is stated, not hidden
         assert result == recorded.metatest or "provenance and this machine differ in" in said
+
+
+@pytest.mark.mujoco
+def test_an_rl2_agent_shipped_under_version_3_names_loads():
+    """RL2's agents shipped before version 4 of the records hold its option ``processes``, which
+    the agent must match to load: they load into an RL2 whose option is ``step_in_workers``."""
+    shipped = ROOT / "results" / "HalfCheetahVel" / "rl2-ppo-seed0"
+    stored = torch.load(shipped / "agent.pt", weights_only=True)
+    assert stored["algorithm"]["config"]["processes"] is False  # version 3's name
+    loaded = load_run(shipped)
+    assert loaded.algorithm.config.step_in_workers is False
+    assert loaded.iteration == stored["iteration"]

@@ -56,6 +56,7 @@ from metabench.harness.provenance import (
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.memory import retain_freed_memory
 from metabench.records import Protocol, RecordVersionError, RunConfig, RunResult
+from metabench.records.migrations import renamed_options
 from metabench.tasks.base import Task
 from metabench.validation import check_count
 
@@ -276,22 +277,38 @@ class RunDirectory:
         a run directory (a shared ``--results`` folder, a repository's ``results/``) could
         otherwise run code as the next user who resumes or evaluates it.
         """
-        return _load_weights_only(
-            self.checkpoint_path,
-            CHECKPOINT_FORMAT,
-            "checkpoint",
-            "delete it to restart the run from the beginning",
+        return self._current_names(
+            _load_weights_only(
+                self.checkpoint_path,
+                CHECKPOINT_FORMAT,
+                "checkpoint",
+                "delete it to restart the run from the beginning",
+            )
         )
 
     def load_agent(self) -> dict[str, Any] | None:
         """The finished run's trained agent (``agent.pt``), read as :meth:`load_checkpoint`
         reads a checkpoint; ``None`` if there is none."""
-        return _load_weights_only(
-            self.agent_path,
-            AGENT_FORMAT,
-            "trained agent",
-            "train the run again into a new --out (its command is in result.json)",
+        return self._current_names(
+            _load_weights_only(
+                self.agent_path,
+                AGENT_FORMAT,
+                "trained agent",
+                "train the run again into a new --out (its command is in result.json)",
+            )
         )
+
+    def _current_names(self, state: dict[str, Any] | None) -> dict[str, Any] | None:
+        """``state`` with the hyperparameters a built-in algorithm's checkpoints and agents
+        record (``["algorithm"]["config"]``, which they must match to load) under the names
+        the run's config record reads with (:func:`~metabench.records.migrations.renamed_options`):
+        neither file records a version."""
+        config = self.read_config()
+        recorded = None if state is None else state.get("algorithm", {}).get("config")
+        if config is None or config.algorithm_spec is not None or not isinstance(recorded, dict):
+            return state
+        assert state is not None
+        return {**state, "algorithm": {**state["algorithm"], "config": renamed_options(recorded)}}
 
     def keep_agent(self, algorithm: MetaRLAlgorithm) -> bool:
         """Give a finished run its trained agent (``agent.pt``): the

@@ -13,8 +13,11 @@ only ever see the newest form.
   ``train_evaluation_tasks``, ``cpus``, ``device``, ``algorithm_spec`` (config),
   ``metatest_protocol``, ``train_evaluation`` (result), ``metaworld_envs_per_class`` and each
   task's ``episode_success_steps`` and ``episode_returns_to_success`` (meta-test).
-* Version 3 (:data:`VERSION`): every file records its ``version`` and every field, ``null``
-  where a run has none.
+* Version 3: every file records its ``version`` and every field, ``null`` where a run has
+  none.
+* Version 4 (:data:`VERSION`): ``processes`` is only ever a count of processes. The true/false
+  options of the built-in RL2 algorithms that were named for it are ``step_in_workers`` (was
+  ``processes``) and ``update_in_workers`` (was ``update_processes``).
 
 Only meta-tests recorded their version before version 3: a ``config.json`` without one is of
 version 1 or 2 by its protocol's names, a ``result.json`` of its meta-test's version.
@@ -27,7 +30,7 @@ from typing import Any, Literal
 
 __all__ = ["MIGRATIONS", "VERSION", "Kind", "RecordVersionError", "migrate"]
 
-VERSION = 3
+VERSION = 4
 """The version every record is written in (``"version"`` of each file)."""
 
 Kind = Literal["config", "result", "metatest", "evaluation"]
@@ -143,5 +146,32 @@ def _every_field(record: Record, kind: Kind) -> Record:
     return record
 
 
-MIGRATIONS: tuple[Callable[[Record, Kind], Record], ...] = (_names_of_version_2, _every_field)
+# -- version 3 -> 4 ------------------------------------------------------------------------------
+VERSION_3_OPTIONS = {"processes": "step_in_workers", "update_processes": "update_in_workers"}
+"""The built-in RL2 algorithms' true/false options of version 3 named ``processes``, and version
+4's names."""
+
+
+def renamed_options(hyperparameters: Mapping[str, Any]) -> Record:
+    """A built-in algorithm's hyperparameters (a config record's, or those its checkpoints and
+    agents hold) under version 4's names: only RL2's had version 3's, and none has them since."""
+    return {VERSION_3_OPTIONS.get(key, key): value for key, value in hyperparameters.items()}
+
+
+def _options_of_version_4(record: Record, kind: Kind) -> Record:
+    """The RL2 options named ``processes`` and ``update_processes`` become ``step_in_workers``
+    and ``update_in_workers`` in a built-in algorithm's hyperparameters (a third-party one's keep
+    their names: they are its own)."""
+    if kind == "result":
+        record = _parts(record, kind, _options_of_version_4)
+    elif kind == "config" and record["algorithm_spec"] is None:
+        record = {**record, "hyperparameters": renamed_options(record["hyperparameters"])}
+    return {**record, "version": 4}
+
+
+MIGRATIONS: tuple[Callable[[Record, Kind], Record], ...] = (
+    _names_of_version_2,
+    _every_field,
+    _options_of_version_4,
+)
 """The step from version ``n`` to ``n + 1`` at index ``n - 1``."""

@@ -7,6 +7,14 @@
 - :mod:`~metabench.tasks.halfcheetah.vector`: HalfCheetahVel/Dir as one vector env, every cheetah
   stepped together;
 - :mod:`~metabench.workers`: the worker processes under both sharded envs.
+
+Wherever metabench takes ``processes``, it is one count: the processes that step the envs at
+once. The calling process is one of them where it steps a shard (:func:`make_meta_vec_env`,
+:class:`~metabench.vector.sharded_sb3.ShardedSubprocVecEnv`, HalfCheetah's vector env, the
+batched meta-test), and not where it only waits for the workers
+(:class:`~metabench.vector.sharded.ShardedVectorEnv`). Whether to step in worker processes at
+all is a true/false option named for it (RL2's ``step_in_workers``, a task family's
+``steps_in_workers``). The number of processes never changes the numbers.
 """
 
 from metabench.vector.meta_batch import (

@@ -252,7 +252,7 @@ def make_meta_vec_env(
     zero_at_episode_start: bool = False,
     seed: int = 0,
     backend: VectorBackend = "sb3",
-    processes: bool | int = False,
+    processes: int | None = 1,
     env_kwargs: dict[str, Any] | None = None,
     wrapper: Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]] | None = None,
 ) -> MetaBatchVecEnv | MetaBatchVectorEnv:
@@ -267,14 +267,14 @@ def make_meta_vec_env(
         and ``zero_at_episode_start``.
     :param seed: seeds the sub-envs (``seed + i``) and fixes the per-trial task sequence.
     :param backend: ``"sb3"`` (a Stable-Baselines3 ``VecEnv``) or ``"gymnasium"``.
-    :param processes: ``False``: step every sub-env in this process. Otherwise step them in
-        several processes: with ``backend="sb3"``, in ``processes`` shards (``True``: one per
-        core), one stepped by this process and one by each worker process
-        (:class:`~metabench.vector.sharded_sb3.ShardedSubprocVecEnv`, the same results as
-        in-process); with ``"gymnasium"`` (``True`` only), one process per sub-env
-        (``AsyncVectorEnv``).
+    :param processes: the processes that step the sub-envs, this one included (``None``: one
+        per core). ``1`` steps every sub-env here. With ``backend="sb3"``, more step them in
+        that many interleaved shards, one stepped by this process and one by each worker
+        process (:class:`~metabench.vector.sharded_sb3.ShardedSubprocVecEnv`, the same results
+        as in-process); ``"gymnasium"`` steps them here or one process each
+        (``processes=num_envs``: ``AsyncVectorEnv``).
     :param wrapper: applied last to each sub-env (e.g. an action rescaling); must be picklable
-        when ``processes`` is set.
+        when ``processes`` is not 1.
 
     Example::
 
@@ -286,14 +286,13 @@ def make_meta_vec_env(
     check_n_tasks(num_envs)
     if backend not in ("sb3", "gymnasium"):
         raise ValueError(f"backend must be 'sb3' or 'gymnasium', got {backend!r}")
-    count: int | None = None  # the sb3 backend's processes (None: one per core)
-    if not isinstance(processes, bool):
-        if backend != "sb3":
-            raise ValueError(
-                f"backend='gymnasium' steps one process per sub-env: pass processes=True, not "
-                f"{processes!r}"
-            )
-        count = check_count("processes", processes, hint="or True for one per core")
+    if processes is not None:
+        check_count("processes", processes, hint="or None for one per core")
+    if backend == "gymnasium" and processes not in (1, num_envs):
+        raise ValueError(
+            f"backend='gymnasium' steps the sub-envs in this process (processes=1) or one process "
+            f"each (processes={num_envs}), not processes={processes!r}: backend='sb3' shards them"
+        )
     if sampler is not None:
         sampler.check_batch_size(num_envs)
     fns: list[Callable[[], gym.Env[Any, Any]]] = [
@@ -314,10 +313,10 @@ def make_meta_vec_env(
         for slot in range(num_envs)
     ]
     if backend == "sb3":
-        venv: VecEnv = ShardedSubprocVecEnv(fns, count) if processes else DummyVecEnv(fns)
+        venv: VecEnv = DummyVecEnv(fns) if processes == 1 else ShardedSubprocVecEnv(fns, processes)
         venv.seed(seed)
         return MetaBatchVecEnv(venv, sampler, seed)
-    vector_env = AsyncVectorEnv(fns) if processes else SyncVectorEnv(fns)
+    vector_env = SyncVectorEnv(fns) if processes == 1 else AsyncVectorEnv(fns)
     return MetaBatchVectorEnv(vector_env, sampler, seed)
 
 

@@ -47,7 +47,7 @@ def test_metaworld_lean_step_ratio(record_ratio):
 
 
 def test_rl2_split_update_ratio(record_ratio):
-    """RL2-PPO's ML10 update split over the env worker (update_processes) against one process,
+    """RL2-PPO's ML10 update split over the env worker (update_in_workers) against one process,
     on the same rollout, interleaved (about 1.35x on 2 cores)."""
     ratio = split_update_ratio(rounds=2)
     print(f"\nRL2-PPO ML10 update, split over 2 processes / one process: {ratio:.2f}x")
@@ -65,7 +65,7 @@ def test_rl2_chunked_update_ratio(record_ratio):
 
 
 def test_rl2_split_chunked_update_ratio(record_ratio):
-    """rl2-ppo-metaworld's chunked update split over the env worker (update_processes with
+    """rl2-ppo-metaworld's chunked update split over the env worker (update_in_workers with
     chunk_length) against one process, on the same shortened rollout, interleaved (1.53-1.55x
     shortened, 1.42x at full size, on idle 2 cores, ``docs/speed.md``)."""
     ratio = update_times(episodes=RL2_EPISODES, repeats=2, split=True).ratio

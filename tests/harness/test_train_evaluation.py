@@ -87,7 +87,7 @@ def test_a_run_meta_tests_its_recorded_training_tasks(tmp_path, user_specs):
     ("algorithm", "overrides"),
     [
         ("maml-trpo", ["meta_batch_size=2", "episodes_per_task=1", "hidden_sizes=[8]"]),
-        ("rl2-ppo", ["meta_batch_size=2", "hidden_size=8", "processes=true"]),
+        ("rl2-ppo", ["meta_batch_size=2", "hidden_size=8", "step_in_workers=true"]),
     ],
 )
 def test_trained_algorithms_meta_test_batched_on_meta_world(

@@ -111,7 +111,7 @@ EXPECTED_CONFIG = RunConfig(
 
 
 def test_one_migration_per_version_step() -> None:
-    assert VERSION == 3 and len(MIGRATIONS) == VERSION - 1
+    assert VERSION == 4 and len(MIGRATIONS) == VERSION - 1
 
 
 def test_a_meta_test_of_each_version_reads_as_the_same_record() -> None:
@@ -199,3 +199,36 @@ def test_versions_it_cannot_read_are_refused_with_the_fix() -> None:
     for version in (0, "1", None):
         with pytest.raises(RecordVersionError, match=f"version {version!r} is not one metabench"):
             migrate({**metatest_v1(), "version": version}, "metatest")
+
+
+def test_rl2_options_named_processes_take_their_version_4_names() -> None:
+    """Version 3's RL2 options ``processes`` and ``update_processes`` (true/false) read as
+    ``step_in_workers`` and ``update_in_workers``; a third-party algorithm's keep their names."""
+    v3 = {
+        **EXPECTED_CONFIG.to_json(),
+        "version": 3,
+        "hyperparameters": {"lr": 0.001, "processes": True, "update_processes": False},
+    }
+    kept = copy.deepcopy(v3)
+    config = RunConfig.from_json(v3)
+    assert v3 == kept
+    assert config.hyperparameters == {
+        "lr": 0.001,
+        "step_in_workers": True,
+        "update_in_workers": False,
+    }
+    assert RunConfig.from_json(config.to_json()) == config
+    result = RunResult.from_json(
+        {
+            **RunResult(
+                config=EXPECTED_CONFIG, command="c", provenance={}, iterations=1, env_steps=10,
+                wall_time_s=1.0, metatrain={}, metatest=EXPECTED_METATEST,
+                metatest_protocol=None, train_evaluation=None,
+            ).to_json(),
+            "version": 3,
+            "config": v3,
+        }
+    )  # fmt: skip
+    assert result.config == config
+    plugin = {**v3, "algorithm_spec": {"entry_point": "mine:ALGO"}}
+    assert RunConfig.from_json(plugin).hyperparameters == v3["hyperparameters"]

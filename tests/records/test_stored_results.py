@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from metabench.records import EvaluationRecord, MetaTestRecord, RunConfig, RunResult
+from metabench.records import VERSION, EvaluationRecord, MetaTestRecord, RunConfig, RunResult
 from tests.factories import ROOT
 
 RESULTS = ROOT / "results"
@@ -106,10 +106,15 @@ def test_a_config_reads_and_writes_back_the_same(path: Path) -> None:
     config = RunConfig.from_json(stored)
     assert RunConfig.from_json(json.loads(json.dumps(config.to_json()))) == config
     written = config.to_json()
-    # what the file holds is kept; what it left out has its version-2 meaning
+    # what the file holds is kept, under the current names (RL2's options: version 4's, by a
+    # rename written out here); what it left out has its version-2 meaning
+    names = {"processes": "step_in_workers", "update_processes": "update_in_workers"}
     for key, value in stored.items():
-        if key != "protocol":
+        if key == "hyperparameters":
+            value = {names.get(option, option): setting for option, setting in value.items()}
+        if key not in ("protocol", "version"):
             assert written[key] == value, key
+    assert written["version"] == VERSION
     assert written["protocol"]["batched"] == stored["protocol"].get("batched", False)
     assert written["cpus"] == stored.get("cpus") and written["device"] == stored.get(
         "device", "cpu"

@@ -1,8 +1,10 @@
 """Trial-aware vector envs: distinct tasks per meta-batch, per-trial resampling, pinned tasks."""
 
+import os
+
 import numpy as np
 import pytest
-from gymnasium.vector import VectorEnv
+from gymnasium.vector import AsyncVectorEnv, VectorEnv
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
 from metabench.errors import InvalidTaskError
@@ -104,22 +106,30 @@ def test_worker_processes_give_the_same_tasks_as_in_process():
         venv.close()
         return seen
 
-    assert record(True) == record(False)
+    assert record(None) == record(1)
 
 
-def test_processes_is_off_a_count_or_one_per_core():
-    """``processes``: ``False`` steps every sub-env here; with ``backend="sb3"`` a number is the
-    processes that step them (this one included) and ``True`` one per core; ``"gymnasium"``
-    takes ``True`` only (one process per sub-env)."""
+def test_processes_counts_the_processes_that_step_the_sub_envs():
+    """``processes`` is the processes that step the sub-envs, this one included: ``1`` steps them
+    here; with ``backend="sb3"`` more are that many shards (``None``: one per core);
+    ``"gymnasium"`` steps them here or one process each."""
     in_process = make_meta_vec_env("metabench/PointGoal-v0", 3, **KWARGS)
     assert isinstance(in_process.venv, DummyVecEnv)
     in_process.close()
     two = make_meta_vec_env("metabench/PointGoal-v0", 3, processes=2, **KWARGS)
     assert isinstance(two.venv, ShardedSubprocVecEnv) and two.venv.processes == 2
     two.close()
+    every_core = make_meta_vec_env("metabench/PointGoal-v0", 3, processes=None, **KWARGS)
+    assert every_core.venv.processes == min(3, os.cpu_count() or 1)
+    every_core.close()
+    each = make_meta_vec_env(
+        "metabench/PointGoal-v0", 3, backend="gymnasium", processes=3, **KWARGS
+    )
+    assert isinstance(each.env, AsyncVectorEnv)
+    each.close()
     with pytest.raises(ValueError, match="processes must be a positive integer, got 0"):
         make_meta_vec_env("metabench/PointGoal-v0", 3, processes=0, **KWARGS)
-    with pytest.raises(ValueError, match="pass processes=True, not 2"):
+    with pytest.raises(ValueError, match="backend='sb3' shards them"):
         make_meta_vec_env("metabench/PointGoal-v0", 3, backend="gymnasium", processes=2, **KWARGS)
 
 
@@ -138,7 +148,7 @@ def test_errors_name_the_fix():
         make_meta_vec_env("metabench/PointGoal-v0", 0)
 
 
-@pytest.mark.parametrize("processes", [False, True])
+@pytest.mark.parametrize("processes", [1, 2])  # here, or 2 processes (gymnasium: one per sub-env)
 @pytest.mark.parametrize("backend", ["sb3", "gymnasium"])
 def test_actions_for_more_or_fewer_sub_envs_are_refused(backend, processes):
     """A row per sub-env or nothing: SB3's DummyVecEnv stepped the first rows and dropped the

@@ -95,10 +95,10 @@ def test_a_sub_env_that_raises_is_reported():
 
 
 def test_rl2_trains_the_same_with_env_workers():
-    """RL2-PPO with processes=True (2 processes) learns exactly what it learns in-process."""
+    """RL2-PPO with step_in_workers=True (2 processes) learns exactly what it learns in-process."""
 
-    def train(processes: bool) -> list[torch.Tensor]:
-        config = RL2PPOConfig(meta_batch_size=4, hidden_size=8, processes=processes)
+    def train(step_in_workers: bool) -> list[torch.Tensor]:
+        config = RL2PPOConfig(meta_batch_size=4, hidden_size=8, step_in_workers=step_in_workers)
         algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=3, cpus=2)
         algo.train(2)
         algo.venv.close()

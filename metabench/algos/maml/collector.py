@@ -55,13 +55,14 @@ def make_maml_vec_env(
     episodes_per_task: int,
     *,
     seed: int = 0,
-    processes: bool = False,
     env_kwargs: dict[str, Any] | None = None,
 ) -> gym.vector.VectorEnv[Any, Any, Any]:
     """The default vector env for MAML: ``meta_batch_size * episodes_per_task`` plain task envs.
 
     One inner episode per trial and no RL2 wrapper, so a sub-env's episode is the task env's
-    own episode. No task sampler is handed down: the collector pins every task explicitly, and
+    own episode, every sub-env stepped in this process (:meth:`MAML.from_benchmark
+    <metabench.algos.maml.maml.MAML.from_benchmark>` shards the families that step in
+    workers). No task sampler is handed down: the collector pins every task explicitly, and
     ``make_meta_vec_env`` would check a task sampler against ``num_envs`` distinct tasks, rejecting
     a valid meta-batch whose tasks are repeated ``episodes_per_task`` times.
 
@@ -69,7 +70,6 @@ def make_maml_vec_env(
     :param meta_batch_size: tasks per meta-batch.
     :param episodes_per_task: episodes per task, each in its own sub-env.
     :param seed: seeds the sub-envs.
-    :param processes: step the sub-envs in worker processes.
     :param env_kwargs: passed to the task env.
     """
     vec_env = make_meta_vec_env(
@@ -80,7 +80,6 @@ def make_maml_vec_env(
         rl2=False,
         seed=seed,
         backend="gymnasium",
-        processes=processes,
         env_kwargs=env_kwargs,
     )
     assert isinstance(vec_env, gym.vector.VectorEnv)

@@ -117,7 +117,7 @@ LINEAR_BASELINE_FIT_DOC = (
 )
 
 
-PROCESSES_DOC = (
+STEP_IN_WORKERS_DOC = (
     "step the sub-envs on every core the run may use (--cpus): the training process steps one "
     "shard, a worker process each other one, while the policy acts on one torch thread; the "
     "same numbers as in-process"
@@ -176,7 +176,7 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
     :param log_dir: directory for SB3's TensorBoard logs, or ``None``.
-    :param cpus: with ``config.processes``, the processes that step sub-envs, this one
+    :param cpus: with ``config.step_in_workers``, the processes that step sub-envs, this one
         included (default: one per core).
     :param device: where the policy acts and trains (``"auto"``, ``"cpu"``, ``"cuda"``;
         :mod:`metabench.devices`); the envs stay on the CPU.
@@ -189,7 +189,7 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
     config_class: type[Any]
     model: RL2RecurrentPPO
     tb_log_name = "rl2"
-    takes_cpus = True  # with config.processes, its sub-envs step in at most `cpus` processes
+    takes_cpus = True  # with config.step_in_workers, its sub-envs step in at most `cpus` processes
     uses_device = True
 
     def __init__(
@@ -207,9 +207,9 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
     ) -> None:
         self.config = config = self.config_class() if config is None else config
         self.device = resolve_device(device)
-        if self.device.type != "cpu" and getattr(config, "update_processes", False):
+        if self.device.type != "cpu" and getattr(config, "update_in_workers", False):
             raise DeviceError(
-                "update_processes=true splits the update over CPU worker processes: set it to "
+                "update_in_workers=true splits the update over CPU worker processes: set it to "
                 "false to train on the GPU"
             )
         if policy_class is None:
@@ -229,8 +229,8 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
             zero_at_episode_start=config.zero_at_episode_start,
             seed=seed,
             backend="sb3",
-            # config.processes: step the sub-envs in `cpus` processes (None: one per core)
-            processes=(True if cpus is None else cpus) if config.processes else False,
+            # step_in_workers: the sub-envs step in `cpus` processes (None: one per core)
+            processes=cpus if config.step_in_workers else 1,
             env_kwargs=env_kwargs,
             wrapper=_action_wrapper(config.clip_actions),
         )
@@ -255,7 +255,7 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
             policy_kwargs["enable_critic_lstm"] = False  # no critic to run
         self.model = self._make_model(policy_class, policy_kwargs, seed, log_dir)
         quiet_logger(self.model, log_dir)
-        if config.processes:  # torch's threads would spin on the cores the env workers step on
+        if config.step_in_workers:  # torch's threads would spin on the env workers' cores
             self.model.rollout_threads = 1
         self.iterations = 0
 

@@ -28,9 +28,9 @@ from metabench.algos.rl2.base import (
     ENCODER_SIZES_DOC,
     LINEAR_BASELINE_FIT_DOC,
     POLICY_HEAD_DOC,
-    PROCESSES_DOC,
     RECURRENT_BIAS_DOC,
     RL2,
+    STEP_IN_WORKERS_DOC,
     WEIGHT_INIT_DOC,
     ZERO_AT_EPISODE_START_DOC,
     check_network_options,
@@ -107,13 +107,13 @@ class RL2PPOConfig:
     train_task_order: Literal["sampled", "cycled"] = option(
         "sampled", TRAIN_TASK_ORDER_DOC, recorded_at_default=False
     )
-    processes: bool = option(False, PROCESSES_DOC)
-    update_processes: bool = option(
+    step_in_workers: bool = option(False, STEP_IN_WORKERS_DOC)
+    update_in_workers: bool = option(
         False,
-        "with processes: split the PPO update's passes by trials between the training process "
-        "and the env workers, summing their gradients (equal to the one-process update up to "
-        "float rounding; metabench/algos/rl2/parallel_update.py, and parallel_chunked_update.py "
-        "with chunk_length)",
+        "with step_in_workers: split the PPO update's passes by trials between the training "
+        "process and the env workers, summing their gradients (equal to the one-process update "
+        "up to float rounding; metabench/algos/rl2/parallel_update.py, and "
+        "parallel_chunked_update.py with chunk_length)",
         recorded_at_default=False,
     )
     chunk_length: int | None = option(
@@ -161,10 +161,10 @@ class RL2PPOConfig:
     def __post_init__(self) -> None:
         check_config(self)
         check_network_options(self)
-        if self.update_processes and not self.processes:
+        if self.update_in_workers and not self.step_in_workers:
             raise ValueError(
-                "update_processes=true splits the update over the env worker processes: set "
-                "processes=true too"
+                "update_in_workers=true splits the update over the env worker processes: set "
+                "step_in_workers=true too"
             )
         if self.linear_baseline_fit != "batch" and self.value_baseline != "linear":
             raise ValueError(
@@ -224,7 +224,7 @@ class RL2PPO(RL2):
             linear_baseline_fit=config.linear_baseline_fit,
             **self._model_kwargs(),
         )
-        if config.update_processes:
+        if config.update_in_workers:
             model.update_venv = _sharded(self.venv)
         return model
 

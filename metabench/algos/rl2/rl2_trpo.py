@@ -21,9 +21,9 @@ from metabench.algos.rl2.base import (
     DETERMINISTIC_TEST_DOC,
     ENCODER_SIZES_DOC,
     POLICY_HEAD_DOC,
-    PROCESSES_DOC,
     RECURRENT_BIAS_DOC,
     RL2,
+    STEP_IN_WORKERS_DOC,
     WEIGHT_INIT_DOC,
     ZERO_AT_EPISODE_START_DOC,
     check_network_options,
@@ -120,7 +120,7 @@ class RL2TRPOConfig:
     train_task_order: Literal["sampled", "cycled"] = option(
         "sampled", TRAIN_TASK_ORDER_DOC, recorded_at_default=False
     )
-    processes: bool = option(False, PROCESSES_DOC)
+    step_in_workers: bool = option(False, STEP_IN_WORKERS_DOC)
 
     def __post_init__(self) -> None:
         check_config(self)

@@ -82,21 +82,21 @@ def test_partial_losses_add_up_to_the_whole_batch_loss_and_gradient() -> None:
     assert np.isfinite(whole_loss)
 
 
-def test_update_processes_needs_processes() -> None:
-    with pytest.raises(ValueError, match="processes=true"):
-        RL2PPOConfig(update_processes=True)
+def test_update_in_workers_needs_step_in_workers() -> None:
+    with pytest.raises(ValueError, match="step_in_workers=true"):
+        RL2PPOConfig(update_in_workers=True)
 
 
-def test_update_processes_is_recorded_only_when_on() -> None:
+def test_update_in_workers_is_recorded_only_when_on() -> None:
     """Runs recorded before the option existed still match their configs and checkpoints."""
     algo = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2), seed=0)
     state = algo.state_dict()
-    assert "update_processes" not in state["config"]
+    assert "update_in_workers" not in state["config"]
     again = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2), seed=0)
-    again.load_state_dict(state)  # an older checkpoint: no update_processes key
-    config = RL2PPOConfig(meta_batch_size=2, processes=True, update_processes=True)
+    again.load_state_dict(state)  # an older checkpoint: no update_in_workers key
+    config = RL2PPOConfig(meta_batch_size=2, step_in_workers=True, update_in_workers=True)
     split = RL2PPO("metabench/PointGoal-v0", config=config, seed=0, cpus=2)
-    assert split.state_dict()["config"]["update_processes"] is True
+    assert split.state_dict()["config"]["update_in_workers"] is True
     with pytest.raises(ValueError, match="different RL2PPOConfig"):
         split.load_state_dict(state)
     for each in (algo, again, split):
