@@ -590,7 +590,7 @@ def bench_command(args: argparse.Namespace) -> None:
     make_writable_folder(args.results, "--results")
     if args.address != "auto" and args.executor != "ray":
         raise RunError("--address is for the ray executor: add --executor ray")
-    executor = make_executor(args.executor, cpus=args.cores, address=args.address)
+    executor = make_executor(args.executor, cores=args.cores, address=args.address)
     try:
         outcome = run_grid(cells, executor, console)
     finally:

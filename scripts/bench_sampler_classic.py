@@ -10,7 +10,7 @@ batch of episodes per round, rounds interleaved and the best round of each kept
                   ``frame_skip`` substeps per env step on all cores (MuJoCo's own threads), open
                   loop: the physics a closed-loop sampler cannot avoid.
     (c)  one      MAML's vector env for a family without a batched or sharded one
-                  (``make_maml_vec_env``: every sub-env in this process), with a MAML-sized
+                  (``make_task_vec_env``: every sub-env in this process), with a MAML-sized
                   policy (64-64 tanh, Gaussian with std 1) on the batch of observations.
     (d)  sharded  the same sub-envs sharded over ``--processes`` worker processes
                   (``make_sharded_task_env``, as Meta-World's are): the same numbers as (c).
@@ -37,9 +37,9 @@ import torch
 from bench_sampler import make_policy
 from mujoco import rollout
 
-from metabench.algos.maml.collector import make_maml_vec_env
 from metabench.harness.timing import best_times
 from metabench.registration import make_task_env
+from metabench.vector import make_task_vec_env
 from metabench.vector.sharded import make_sharded_task_env
 
 RAW, ONE, SHARDED = "raw rollout, per step", "one process (MAML's default)", "sharded"
@@ -86,7 +86,7 @@ def make_contenders(
 
         return run
 
-    one = make_maml_vec_env(env_id, num_envs, 1, env_kwargs=env_kwargs)
+    one = make_task_vec_env(env_id, num_envs, env_kwargs=env_kwargs)
     sharded = make_sharded_task_env(env_id, num_envs, processes, info_keys=(), **env_kwargs)
     contenders: dict[str, Callable[[], object]] = {
         RAW: raw,

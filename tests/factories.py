@@ -21,6 +21,7 @@ from metabench.evaluation import TaskResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.records import MetaTestRecord, Protocol, RunConfig, RunResult
+from metabench.vector import make_meta_vec_env
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository's root (``results/``, ``envs/``, the README)."""
@@ -110,17 +111,30 @@ def make_maml(env: Any, sampler: Any = None, **kwargs: Any) -> MAML:
     return MAML(env, sampler, MAMLConfig(**kwargs), **arguments)
 
 
+def rl2_ppo_on_processes(config: Any, seed: int, processes: int) -> Any:
+    """RL2-PPO on PointGoal (the env's defaults), its meta-batch stepped by ``processes``
+    processes (:class:`~metabench.algos.run_envs.RunEnvs` gives it the run's cores where
+    ``config.step_in_workers``)."""
+    from metabench.algos.rl2.rl2_ppo import RL2PPO
+
+    settings = RL2PPO.meta_batch_settings(config, None, seed)
+    venv = make_meta_vec_env(
+        "metabench/PointGoal-v0", config.meta_batch_size, seed=seed, processes=processes, **settings
+    )
+    return RL2PPO("metabench/PointGoal-v0", config=config, seed=seed, venv=venv)
+
+
 def rl2_alone_and_split(cpus: int, **options: Any) -> tuple[Any, Any]:
     """RL2-PPO on PointGoal after two iterations, its update in one process and split over the
     env workers (``update_in_workers``) of ``cpus`` processes, same seed and settings."""
-    from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
+    from metabench.algos.rl2.rl2_ppo import RL2PPOConfig
 
     runs = []
     for split in (False, True):
         config = RL2PPOConfig(
             meta_batch_size=5, step_in_workers=True, update_in_workers=split, **options
         )
-        algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=5, cpus=cpus)
+        algo = rl2_ppo_on_processes(config, seed=5, processes=cpus)
         algo.train(2)
         algo.venv.close()
         runs.append(algo)

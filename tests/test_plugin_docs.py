@@ -19,6 +19,7 @@ import pytest
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.benchmark import Benchmark
+from metabench.algos.run_envs import RunEnvs
 from metabench.cli import main
 from metabench.data import EpisodeBatch, StepType
 from metabench.harness.algorithms import clear_spec_caches, get_algorithm
@@ -92,7 +93,7 @@ def check_documented_members(spec: Any, seed: int) -> dict[str, Any]:
     """Assert that the page's ``spec`` table lists exactly the :class:`Benchmark` protocol's
     members and that ``spec`` has each with the documented type; return their values."""
     values = {}
-    for member, documented, _ in table(section("The benchmark: `spec`")):
+    for member, documented, _ in table(section("The benchmark: `envs.benchmark`")):
         match = re.fullmatch(r"`(\w+)(\(seed\))?`", member)
         assert match is not None, member
         name, is_method = match[1], bool(match[2])
@@ -120,16 +121,18 @@ def test_the_spec_the_example_is_built_on_has_the_documented_members(
     received: list[tuple[Any, Any]] = []
     build = RandomSearch.from_benchmark.__func__
 
-    def recording(cls: type[RandomSearch], spec: Any, config: Any, **kwargs: Any) -> Any:
-        algo = build(cls, spec, config, **kwargs)
-        received.append((spec, algo))
+    def recording(cls: type[RandomSearch], envs: Any, config: Any, **kwargs: Any) -> Any:
+        algo = build(cls, envs, config, **kwargs)
+        received.append((envs, algo))
         return algo
 
     monkeypatch.setattr(RandomSearch, "from_benchmark", classmethod(recording))
     args = ["train", "--benchmark", short_point_goal, "--algorithm", "random-search",
             "--steps", "400", "--seed", "3", "--out", str(tmp_path / "run")]  # fmt: skip
     assert main(args) == 0
-    (spec, algo), *_ = received
+    (envs, algo), *_ = received
+    assert isinstance(envs, RunEnvs) and (envs.seed, envs.processes) == (3, None)  # no --cpus
+    spec = envs.benchmark
     assert isinstance(spec, BenchmarkSpec)  # which holds more than the protocol's members
     assert (spec.test_episodes, spec.reports_success, len(spec.test_tasks(3))) == (1, True, 20)
     values = check_documented_members(spec, seed=3)

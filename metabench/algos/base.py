@@ -25,7 +25,7 @@ from typing import Any, ClassVar, Self
 import gymnasium as gym
 import numpy as np
 
-from metabench.algos.benchmark import Benchmark
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch
 from metabench.rng import isolated_global_rng
 
@@ -97,51 +97,62 @@ class MetaRLAlgorithm(abc.ABC):
     records (``result.json``, the periodic meta-tests, TensorBoard) includes them, so that
     runs of different algorithms compare at the environment steps they really took."""
 
-    takes_cpus: ClassVar[bool] = False
-    """Whether the constructor takes ``cpus``, to bound the worker processes that step its envs
-    (RL2); the default :meth:`from_benchmark` passes it only then."""
     uses_device: ClassVar[bool] = False
     """Whether :meth:`from_benchmark` puts networks on ``device`` (the torch algorithms); the
     others run on the CPU whatever ``--device`` says, and their runs record the CPU."""
 
     @classmethod
     def from_benchmark(
-        cls,
-        spec: Benchmark,
-        config: Any,
-        *,
-        seed: int,
-        log_dir: str | None = None,
-        cpus: int | None = None,
-        device: str = "cpu",
+        cls, envs: RunEnvs, config: Any, *, log_dir: str | None = None, device: str = "cpu"
     ) -> Self:
         """The algorithm on a benchmark, as the harness builds it: every algorithm is built
         through this one signature.
 
+        :param envs: the run's environments (:class:`~metabench.algos.run_envs.RunEnvs`): the
+            benchmark, the run's seed, and the one place that builds the envs to step, on the
+            run's cores (worker processes never change the numbers).
         :param config: the algorithm's config object (its :class:`Implementation`'s
             ``config``), resolved and recorded by the harness.
         :param log_dir: the run's TensorBoard folder (``None``: no logging).
-        :param cpus: the cores the run may use (``None``: no bound), for an algorithm that steps
-            its envs in worker processes (RL2, MAML: they override this method); worker
-            processes never change the numbers.
         :param device: ``"cpu"``, ``"cuda"`` or ``"cuda:N"`` (:mod:`metabench.devices`); used
             where :attr:`uses_device`.
 
         The default calls the constructor that the torch algorithms share,
         ``cls(env, sampler, config, *, seed, env_kwargs, log_dir, device)``, on the benchmark's
-        train env and task sampler, with ``cpus=`` too where :attr:`takes_cpus`; an algorithm
-        built otherwise overrides it.
+        train env and task sampler, every env in this process; an algorithm that steps its
+        envs otherwise (RL2, MAML) or is built otherwise overrides it.
         """
-        return cls(  # type: ignore[call-arg]
-            spec.env_id,
-            spec.train_sampler(seed),
-            config,
-            seed=seed,
-            env_kwargs=spec.train_env_kwargs(seed),
-            log_dir=log_dir,
-            device=device,
-            **({"cpus": cpus} if cls.takes_cpus else {}),
-        )
+        return cls.on_train_envs(envs, config, envs.train_sampler(), log_dir=log_dir, device=device)
+
+    @classmethod
+    def on_train_envs(
+        cls,
+        envs: RunEnvs,
+        config: Any,
+        sampler: Any,
+        *,
+        log_dir: str | None,
+        device: str,
+        **vector_envs: Any,
+    ) -> Self:
+        """The torch algorithms' shared constructor on the run's train env and ``sampler``, with
+        the vector envs ``envs`` built for it (keywords of the constructor), which are closed if
+        it fails: their worker processes would outlive it."""
+        try:
+            return cls(  # type: ignore[call-arg]
+                envs.env_id,
+                sampler,
+                config,
+                seed=envs.seed,
+                env_kwargs=envs.train_env_kwargs(),
+                log_dir=log_dir,
+                device=device,
+                **vector_envs,
+            )
+        except BaseException:
+            for vector_env in vector_envs.values():
+                vector_env.close()
+            raise
 
     @abc.abstractmethod
     def train(self, n_iterations: int) -> dict[str, float]:

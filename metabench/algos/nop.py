@@ -16,8 +16,8 @@ import numpy as np
 from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.benchmark import Benchmark
 from metabench.algos.implementation import Implementation
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch
 from metabench.validation import check_config, check_count, option
 
@@ -131,19 +131,12 @@ class NOP(MetaRLAlgorithm):
 
     @classmethod
     def from_benchmark(
-        cls,
-        spec: Benchmark,
-        config: NOPConfig,
-        *,
-        seed: int,
-        log_dir: str | None = None,
-        cpus: int | None = None,
-        device: str = "cpu",
+        cls, envs: RunEnvs, config: NOPConfig, *, log_dir: str | None = None, device: str = "cpu"
     ) -> Self:
         """NOP on the meta-test env's action space (the rest is unused)."""
-        env = spec.make_test_env(seed)
+        env = envs.test_env()
         try:
-            return cls(env.action_space, action=config.action, seed=seed)
+            return cls(env.action_space, action=config.action, seed=envs.seed)
         finally:
             env.close()
 

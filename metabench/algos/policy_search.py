@@ -40,6 +40,7 @@ from gymnasium import spaces
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.benchmark import Benchmark
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch
 from metabench.validation import check_count, check_number, config_dict
 from metabench.wrappers import RL2Env
@@ -280,20 +281,15 @@ class PolicySearch(MetaRLAlgorithm):
 
     @classmethod
     def from_benchmark(
-        cls,
-        spec: Benchmark,
-        config: Any,
-        *,
-        seed: int,
-        log_dir: str | None = None,
-        cpus: int | None = None,
-        device: str = "cpu",
+        cls, envs: RunEnvs, config: Any, *, log_dir: str | None = None, device: str = "cpu"
     ) -> Self:
         """The search on the meta-test env's spaces, its config's fields as keywords (the rest is
         unused)."""
-        env = spec.make_test_env(seed)
+        env = envs.test_env()
         try:
-            return cls(env.action_space, env.observation_space, seed=seed, **config_dict(config))
+            return cls(
+                env.action_space, env.observation_space, seed=envs.seed, **config_dict(config)
+            )
         finally:
             env.close()
 

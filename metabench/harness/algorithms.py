@@ -20,6 +20,7 @@ from typing import Any
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.algos.implementation import Implementation
+from metabench.algos.run_envs import RunEnvs
 from metabench.harness.benchmarks import (
     BenchmarkSpec,
     env_kwargs_accepted,
@@ -213,6 +214,8 @@ class AlgorithmEntry:
         """The algorithm of a run, from the hyperparameters its ``config.json`` records: the one
         place a run's config object is made, so that what trains is what was recorded.
 
+        :param cpus: the run's cores, on which its envs may step
+            (:class:`~metabench.algos.run_envs.RunEnvs`; ``None``: every core).
         :raises SpecError: the algorithm breaks the plug-in contract
             (see :func:`metabench.harness.plugins.check_algorithm`).
         :raises ValueError: a seed outside 0 .. 2**32 - 1, refused here for every algorithm
@@ -221,11 +224,9 @@ class AlgorithmEntry:
         seed = check_seed(seed)
         implementation = self.implementation
         algo = implementation.algorithm.from_benchmark(
-            spec,
+            RunEnvs(spec, seed, processes=cpus),
             implementation.config(**hyperparameters),
-            seed=seed,
             log_dir=log_dir,
-            cpus=cpus,
             device=device if self.takes_device else "cpu",
         )
         return check_algorithm(algo, f"{self.path}: entry_point {self.entry_point!r}")

@@ -4,7 +4,7 @@ Both executors run each cell with :func:`~metabench.harness.cells.run_cell` (one
 train`` subprocess per cell, so a crashing cell cannot take the grid down) and yield every
 ``(cell, outcome)`` as soon as that cell finishes, so the caller can report progress as it goes.
 
-``local`` runs ``cpus`` cores' worth of cells at once on this machine. ``ray`` sends each
+``local`` runs ``cores`` cores' worth of cells at once on this machine. ``ray`` sends each
 cell, as a task that asks for ``cell.cpus`` cores, to a running Ray cluster (``ray start --head``
 on one machine, ``ray start --address HOST:PORT`` on the others) and copies each cell's small
 files back, so the results land here even when the nodes share no filesystem.
@@ -47,30 +47,30 @@ class Executor(Protocol):
         ...
 
 
-def make_executor(name: str, *, cpus: int, address: str | None) -> Executor:
-    """The executor called ``name``: ``local`` (``cpus`` cores at once on this machine) or
+def make_executor(name: str, *, cores: int, address: str | None) -> Executor:
+    """The executor called ``name``: ``local`` (``cores`` cores at once on this machine) or
     ``ray`` (the cluster at ``address``; ``None`` means ``"auto"``: the cluster that ``ray
     start`` last started on this machine, or the one ``RAY_ADDRESS`` names)."""
     if name == "local":
-        return LocalExecutor(cpus)
+        return LocalExecutor(cores)
     if name == "ray":
         return RayExecutor(address if address is not None else "auto")
     raise RunError(f"unknown executor {name!r}: choose one of {', '.join(EXECUTORS)}")
 
 
 class LocalExecutor:
-    """Runs cells side by side on this machine, never more than ``cpus`` cores' worth at once.
+    """Runs cells side by side on this machine, never more than ``cores`` cores' worth at once.
 
     Each cell is its own subprocess, so threads that wait on them are enough. A cell starts as
-    soon as its ``cpus`` fit in the free cores (cells are tried in grid order, so a small cell
-    can overtake a large one that does not fit yet); a cell that needs more than ``cpus``
-    cores runs alone rather than never.
+    soon as its own ``cpus`` fit in the free cores (cells are tried in grid order, so a small
+    cell can overtake a large one that does not fit yet); a cell that needs more than ``cores``
+    runs alone rather than never.
     """
 
-    def __init__(self, cpus: int) -> None:
-        if cpus < 1:
-            raise RunError(f"--cpus must be at least 1, got {cpus}")
-        self.cpus = cpus
+    def __init__(self, cores: int) -> None:
+        if cores < 1:
+            raise RunError(f"--cores must be at least 1, got {cores}")
+        self.cores = cores
 
     def run(self, cells: Sequence[Cell]) -> Iterator[tuple[Cell, str | None]]:
         """Run the cells, yielding each (cell, outcome of run_cell) as it finishes."""
@@ -79,11 +79,11 @@ class LocalExecutor:
         busy = 0
         # stopped early (an error, or the caller stops reading), it starts no more cells and
         # leaving the pool waits for the running ones
-        with ThreadPoolExecutor(max_workers=self.cpus) as pool:
+        with ThreadPoolExecutor(max_workers=self.cores) as pool:
             while pending or running:
                 for cell in list(pending):
                     width = max(cell.cpus, 1)
-                    if busy + width <= self.cpus or not running:
+                    if busy + width <= self.cores or not running:
                         pending.remove(cell)
                         running[pool.submit(run_cell, cell)] = cell
                         busy += width

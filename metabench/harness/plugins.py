@@ -71,14 +71,13 @@ def check_implementation(implementation: Implementation, where: str) -> None:
         )
     if algorithm.from_benchmark.__func__ is MetaRLAlgorithm.from_benchmark.__func__:  # type: ignore[attr-defined]
         function: Any = algorithm  # the default from_benchmark calls the constructor
-        cpus = ("cpus",) if algorithm.takes_cpus else ()
-        keywords: tuple[str, ...] = ("seed", "env_kwargs", "log_dir", *cpus, "device")
+        keywords: tuple[str, ...] = ("seed", "env_kwargs", "log_dir", "device")
         call = f"__init__(env, sampler, config, *, {', '.join(keywords)})"
         names: tuple[str, ...] = ("env", "sampler", "config")
     else:
         function = algorithm.from_benchmark
-        call = "from_benchmark(spec, config, *, seed, log_dir, cpus, device)"
-        names, keywords = ("spec", "config"), ("seed", "log_dir", "cpus", "device")
+        call = "from_benchmark(envs, config, *, log_dir, device)"
+        names, keywords = ("envs", "config"), ("log_dir", "device")
     try:
         inspect.signature(function).bind(*names, **dict.fromkeys(keywords))
     except TypeError:

@@ -1,7 +1,8 @@
 """Vector envs of task envs.
 
 - :mod:`~metabench.vector.meta_batch`: :func:`make_meta_vec_env`, trial-aware vector envs (SB3 or
-  Gymnasium) with one task per sub-env and a fresh meta-batch every trial;
+  Gymnasium) with one task per sub-env and a fresh meta-batch every trial, and
+  :func:`make_task_vec_env`, plain task envs whose tasks the caller pins (MAML's);
 - :mod:`~metabench.vector.sharded`: many task envs stepped per worker process;
 - :mod:`~metabench.vector.sharded_sb3`: the same as an SB3 ``VecEnv``;
 - :mod:`~metabench.tasks.halfcheetah.vector`: HalfCheetahVel/Dir as one vector env, every cheetah
@@ -23,6 +24,7 @@ from metabench.vector.meta_batch import (
     MetaBatchVectorEnv,
     VectorBackend,
     make_meta_vec_env,
+    make_task_vec_env,
 )
 
 __all__ = [
@@ -31,4 +33,5 @@ __all__ = [
     "MetaBatchVectorEnv",
     "VectorBackend",
     "make_meta_vec_env",
+    "make_task_vec_env",
 ]

@@ -320,6 +320,39 @@ def make_meta_vec_env(
     return MetaBatchVectorEnv(vector_env, sampler, seed)
 
 
+def make_task_vec_env(
+    env: str | Callable[..., gym.Env[Any, Any]],
+    num_envs: int,
+    *,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+) -> MetaBatchVectorEnv:
+    """``num_envs`` plain task envs stepped in this process, as a Gymnasium vector env whose
+    caller pins every sub-env's task (``set_tasks``): MAML's episode batches.
+
+    One inner episode per trial and no RL2 wrapper, so a sub-env's episode is the task env's
+    own episode. No task sampler is handed down: it would be checked against ``num_envs``
+    distinct tasks, and a batch of episodes repeats each task.
+
+    :param env: a task env id or a factory.
+    :param num_envs: the sub-envs.
+    :param seed: seeds the sub-envs (``seed + i``).
+    :param env_kwargs: passed to the task env.
+    """
+    vec_env = make_meta_vec_env(
+        env,
+        num_envs,
+        episodes_per_trial=1,
+        sampler=None,
+        rl2=False,
+        seed=seed,
+        backend="gymnasium",
+        env_kwargs=env_kwargs,
+    )
+    assert isinstance(vec_env, MetaBatchVectorEnv)
+    return vec_env
+
+
 __all__ = [
     "MetaBatchSlot",
     "MetaBatchVecEnv",
@@ -327,4 +360,5 @@ __all__ = [
     "ShardedSubprocVecEnv",
     "VectorBackend",
     "make_meta_vec_env",
+    "make_task_vec_env",
 ]

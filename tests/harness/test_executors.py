@@ -33,7 +33,7 @@ from metabench.harness.grid import Cell, plan
 def test_local_runs_cells_and_reports_failures(tmp_path):
     nops = plan(["Bandit"], ["nop"], [0, 1], "quick", tmp_path)
     maml = plan(["Bandit"], ["maml-trpo"], [0], "quick", tmp_path)
-    executor = make_executor("local", cpus=2, address=None)
+    executor = make_executor("local", cores=2, address=None)
     outcome = dict(executor.run([*nops, *maml]))
     executor.close()
     assert set(outcome) == {*nops, *maml}
@@ -65,17 +65,17 @@ def test_local_never_runs_more_cpus_than_it_has(tmp_path, monkeypatch):
     base = plan(["Bandit"], ["nop"], [0], "quick", tmp_path)[0]
     cpus = [1, 2, 3, 1, 5, 2, 1, 1, 3, 2]  # 5 > the executor's 3: it runs anyway, alone
     cells = [replace(base, seed=seed, cpus=n) for seed, n in enumerate(cpus)]
-    with closing(LocalExecutor(cpus=3)) as executor:
+    with closing(LocalExecutor(cores=3)) as executor:
         outcome = {cell.seed: message for cell, message in executor.run(cells)}
     assert outcome == {seed: None if seed % 2 else f"seed {seed} failed" for seed in range(10)}
     assert peak == 3 and large_alone == [True]
 
 
 def test_bad_executor_settings_are_run_errors():
-    with pytest.raises(RunError, match=r"^--cpus must be at least 1, got 0$"):
-        make_executor("local", cpus=0, address=None)
+    with pytest.raises(RunError, match=r"^--cores must be at least 1, got 0$"):
+        make_executor("local", cores=0, address=None)
     with pytest.raises(RunError, match="choose one of local, ray"):
-        make_executor("slurm", cpus=1, address=None)
+        make_executor("slurm", cores=1, address=None)
     with pytest.raises(RunError, match="not HOST:PORT"):
         check_reachable("localhost")
 
@@ -95,7 +95,7 @@ def test_unreachable_ray_address_fails_fast(monkeypatch):
         check_reachable("ray://127.0.0.1:1")
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:1")  # what "auto" reads first
     with pytest.raises(RunError, match=r":1 does not answer"):
-        make_executor("ray", cpus=1, address=None)
+        make_executor("ray", cores=1, address=None)
     assert time.monotonic() - started < 10
 
 
@@ -164,7 +164,7 @@ def test_ray_runs_cells_and_brings_results_back(ray_address, tmp_path):
     nop = plan(["Bandit"], ["nop"], [1], "quick", tmp_path)[0]
     maml = plan(["Bandit"], ["maml-trpo"], [0], "quick", tmp_path)[0]
     large = replace(plan(["Bandit"], ["nop"], [2], "quick", tmp_path)[0], cpus=8)
-    executor = make_executor("ray", cpus=1, address=ray_address)
+    executor = make_executor("ray", cores=1, address=ray_address)
     try:
         outcome = dict(executor.run([nop, maml, large]))
     finally:
@@ -187,7 +187,7 @@ def test_ray_reserves_a_gpu_for_a_cell_on_one(ray_address, tmp_path):
     on_cpu = plan(["Bandit"], ["nop"], [0], "quick", tmp_path)[0]
     on_gpu = plan(["Bandit"], ["nop"], [1], "quick", tmp_path, device="auto")[0]
     assert on_gpu.command()[-2:] == ["--device", "auto"]
-    executor = make_executor("ray", cpus=1, address=ray_address)
+    executor = make_executor("ray", cores=1, address=ray_address)
     asked: dict[int, dict[str, object]] = {}
     task = executor._task  # type: ignore[attr-defined]
 

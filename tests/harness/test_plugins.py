@@ -281,11 +281,11 @@ def test_an_algorithm_without_steps_per_iteration_is_refused_before_anything_is_
          "env_kwargs, log_dir, device), which Bare.__init__(env) does not take (it lacks seed, "
          "env_kwargs, log_dir, device): give the constructor those arguments, or override "
          "from_benchmark"),
-        (PLUGIN.format(body="    @classmethod\n    def from_benchmark(cls, spec, config, *, seed, "
-         "log_dir):\n        pass\n"), "IMPLEMENTATION", "Mine is built as from_benchmark(spec, "
-         "config, *, seed, log_dir, cpus, device), which Mine.from_benchmark(spec, config, *, "
-         "seed, log_dir) does not take (it lacks cpus, device): give it those arguments "
-         "(**kwargs takes the ones it does not use)"),
+        (PLUGIN.format(body="    @classmethod\n    def from_benchmark(cls, envs, config, *, "
+         "log_dir):\n        pass\n"), "IMPLEMENTATION", "Mine is built as from_benchmark(envs, "
+         "config, *, log_dir, device), which Mine.from_benchmark(envs, config, *, log_dir) does "
+         "not take (it lacks device): give it those arguments (**kwargs takes the ones it does "
+         "not use)"),
         (PLUGIN.format(body="    pass").replace("from my_algorithm import", "import dataclasses"
          "\n@dataclasses.dataclass\nclass Loose:\n    x: int = 1\nfrom my_algorithm import")
          .replace("Mine, RandomSearchConfig", "Mine, Loose"), "IMPLEMENTATION",
@@ -298,7 +298,7 @@ def test_an_algorithm_without_steps_per_iteration_is_refused_before_anything_is_
         (PLUGIN.format(body="    pass").replace("RandomSearchConfig)\n", "RandomSearchConfig, "
          "lambda: {})\n"), "IMPLEMENTATION", "its benchmark_defaults takes () but is called as "
          "benchmark_defaults(spec): give it those arguments"),
-        (PLUGIN.format(body="    @classmethod\n    def from_benchmark(cls, spec, config, **kw):\n"
+        (PLUGIN.format(body="    @classmethod\n    def from_benchmark(cls, envs, config, **kw):\n"
          "        return 'an algorithm'\n"), "IMPLEMENTATION",
          "its from_benchmark returned a str, not a metabench.algos.base.MetaRLAlgorithm"),
     ],

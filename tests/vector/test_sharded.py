@@ -13,10 +13,11 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 import metabench  # noqa: F401 - registers the metabench/* ids
-from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
+from metabench.algos.maml.collector import VectorEpisodeCollector
 from metabench.errors import InvalidActionError
 from metabench.tasks.family import sampling_task_envs, task_envs
 from metabench.tasks.toy.envs import PointGoalEnv
+from metabench.vector import make_task_vec_env
 from metabench.vector.sharded import ShardedVectorEnv, SubEnvError, make_sharded_task_env
 
 POINT_GOAL = "metabench/PointGoal-v0"
@@ -223,7 +224,7 @@ def test_vector_episode_collector_on_the_sharded_env_matches_the_default_env() -
         batches = VectorEpisodeCollector(venv, episodes_per_task=3).collect(tasks, actor, seed=0)
     finally:
         venv.close()
-    default_env = make_maml_vec_env(POINT_GOAL, 2, 3, env_kwargs={"horizon": 5})
+    default_env = make_task_vec_env(POINT_GOAL, 6, env_kwargs={"horizon": 5})
     expected = VectorEpisodeCollector(default_env, episodes_per_task=3).collect(
         tasks, actor, seed=0
     )
@@ -281,7 +282,7 @@ def test_maml_batches_of_the_families_stepped_in_workers_match_one_process(name:
         batches = VectorEpisodeCollector(venv, episodes_per_task=2).collect(tasks, actor, seed=5)
     finally:
         venv.close()
-    default_env = make_maml_vec_env(env_id, 2, 2, seed=0, env_kwargs={"horizon": 6})
+    default_env = make_task_vec_env(env_id, 4, seed=0, env_kwargs={"horizon": 6})
     expected = VectorEpisodeCollector(default_env, episodes_per_task=2).collect(
         tasks, actor, seed=5
     )

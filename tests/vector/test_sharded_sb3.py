@@ -10,11 +10,12 @@ import pytest
 import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
 
-from metabench.algos.rl2.rl2_ppo import RL2PPO, RL2PPOConfig
+from metabench.algos.rl2.rl2_ppo import RL2PPOConfig
 from metabench.errors import InvalidActionError
 from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.vector.sharded_sb3 import ShardedSubprocVecEnv
 from metabench.workers import WorkerDied
+from tests.factories import rl2_ppo_on_processes
 
 N = 5
 
@@ -99,7 +100,10 @@ def test_rl2_trains_the_same_with_env_workers():
 
     def train(step_in_workers: bool) -> list[torch.Tensor]:
         config = RL2PPOConfig(meta_batch_size=4, hidden_size=8, step_in_workers=step_in_workers)
-        algo = RL2PPO("metabench/PointGoal-v0", config=config, seed=3, cpus=2)
+        algo = rl2_ppo_on_processes(config, seed=3, processes=2 if step_in_workers else 1)
+        stepped_by = algo.venv.venv
+        assert isinstance(stepped_by, ShardedSubprocVecEnv if step_in_workers else DummyVecEnv)
+        assert not step_in_workers or stepped_by.processes == 2
         algo.train(2)
         algo.venv.close()
         return [p.detach().clone() for p in algo.model.policy.parameters()]

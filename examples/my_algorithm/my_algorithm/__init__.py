@@ -9,8 +9,9 @@ which NOP's zero action does from the start). What metabench needs of it is the 
 - a :class:`~metabench.algos.base.MetaRLAlgorithm` that sets ``steps_per_iteration`` and
   implements ``train``, ``get_exploration_policy`` and ``adapt_policy``;
 - ``state_dict()`` of tensors and plain values only, so that a checkpoint can be read back;
-- ``from_benchmark(spec, config, *, seed, log_dir, cpus, device)``, how metabench builds it on a
-  benchmark (the default calls a constructor of that shape; this one overrides it);
+- ``from_benchmark(envs, config, *, log_dir, device)``, how metabench builds it on a benchmark
+  (``envs``: the run's environments; the default calls a constructor of the built-in torch
+  algorithms' shape; this one overrides it);
 - an :class:`~metabench.algos.implementation.Implementation`: the class and its config
   dataclass, whose fields are the hyperparameters with their defaults;
 - a spec file, ``random-search.toml``, whose ``entry_point`` names that implementation.
@@ -26,8 +27,8 @@ import numpy as np
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.benchmark import Benchmark
 from metabench.algos.implementation import Implementation
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch
 from metabench.validation import check_config, option
 
@@ -82,20 +83,20 @@ class RandomSearch(MetaRLAlgorithm):
     @classmethod
     def from_benchmark(
         cls,
-        spec: Benchmark,
+        envs: RunEnvs,
         config: RandomSearchConfig,
         *,
-        seed: int,
         log_dir: str | None = None,
-        cpus: int | None = None,
         device: str = "cpu",
     ) -> Self:
-        """The algorithm on ``spec``'s training env, seeded ``seed``; the rest is not used.
+        """The algorithm on the run's training env, seeded with the run's seed; the rest is not
+        used.
 
-        ``spec`` is the benchmark (``docs/own-algorithm.md``, "The benchmark: spec"): the
-        task env's id and its arguments for meta-training, ``horizon`` and the spec file's
-        ``env.*`` settings included."""
-        return cls(gym.make(spec.env_id, **spec.train_env_kwargs(seed)).unwrapped, config, seed)
+        ``envs`` is the run's environments (``docs/own-algorithm.md``): the task env's id and
+        its arguments for meta-training (``envs.benchmark``'s, ``horizon`` and the spec file's
+        ``env.*`` settings included) and the run's seed."""
+        env = gym.make(envs.env_id, **envs.train_env_kwargs()).unwrapped
+        return cls(env, config, envs.seed)
 
     def train(self, n_iterations: int) -> dict[str, float]:
         """Per iteration: score the current weights and a random change of them on the same

@@ -2,7 +2,7 @@
 linear feature baseline, a VPG, PPO or TRPO loss, and a TRPO (:mod:`metabench.algos.common.trpo`) or
 Adam outer loop: garage's MAML-TRPO, MAML-PPO and MAML-VPG."""
 
-from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
+from metabench.algos.maml.collector import VectorEpisodeCollector
 from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.maml.functional import (
     OldOutputs,
@@ -42,7 +42,6 @@ __all__ = [
     "check_policy_spaces",
     "inner_loss",
     "kl",
-    "make_maml_vec_env",
     "meta_loss",
     "old_outputs",
     "policy_gradient_loss",

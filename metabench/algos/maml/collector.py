@@ -8,10 +8,10 @@ together and the policy is called once per time step on the stacked observations
 ``VecWorker`` idea).
 
 The vector env is anything with the Gymnasium ``VectorEnv`` API plus ``set_tasks(tasks)`` (one
-task per sub-env, applied at the next reset): :func:`make_maml_vec_env` builds the default one
-from :func:`metabench.vector.make_meta_vec_env`, and a faster batched env (e.g. a HalfCheetah
-``VectorEnv`` that steps all models in one call) can be passed to
-:class:`VectorEpisodeCollector` instead, unchanged.
+task per sub-env, applied at the next reset): :func:`metabench.vector.make_task_vec_env` builds
+the default one, every sub-env in this process, and a faster env (a family's batched env, or
+sub-envs sharded over worker processes: :class:`~metabench.algos.run_envs.RunEnvs` picks) can
+be passed to :class:`VectorEpisodeCollector` instead, unchanged.
 
 Each time step is recorded for all sub-envs at once (one array per step), not with a
 :class:`~metabench.data.EpisodeRecorder` per sub-env as the evaluator records its single env:
@@ -30,9 +30,8 @@ from gymnasium.vector import AutoresetMode
 
 from metabench.data import EpisodeBatch, StepType
 from metabench.tasks.base import Task
-from metabench.vector import make_meta_vec_env
 
-__all__ = ["Actor", "TaskVectorEnv", "VectorEpisodeCollector", "make_maml_vec_env"]
+__all__ = ["Actor", "TaskVectorEnv", "VectorEpisodeCollector"]
 
 Actor = Callable[[np.ndarray], np.ndarray]
 """Maps stacked observations ``(num_envs, obs_dim)`` to actions ``(num_envs, action_dim)``."""
@@ -47,43 +46,6 @@ class TaskVectorEnv(Protocol):
     def set_tasks(self, tasks: Sequence[Task] | None) -> None:
         """Use ``tasks[i]`` in sub-env ``i`` from the next reset on."""
         ...
-
-
-def make_maml_vec_env(
-    env: str | Callable[..., gym.Env[Any, Any]],
-    meta_batch_size: int,
-    episodes_per_task: int,
-    *,
-    seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-) -> gym.vector.VectorEnv[Any, Any, Any]:
-    """The default vector env for MAML: ``meta_batch_size * episodes_per_task`` plain task envs.
-
-    One inner episode per trial and no RL2 wrapper, so a sub-env's episode is the task env's
-    own episode, every sub-env stepped in this process (:meth:`MAML.from_benchmark
-    <metabench.algos.maml.maml.MAML.from_benchmark>` shards the families that step in
-    workers). No task sampler is handed down: the collector pins every task explicitly, and
-    ``make_meta_vec_env`` would check a task sampler against ``num_envs`` distinct tasks, rejecting
-    a valid meta-batch whose tasks are repeated ``episodes_per_task`` times.
-
-    :param env: a task env id or a factory.
-    :param meta_batch_size: tasks per meta-batch.
-    :param episodes_per_task: episodes per task, each in its own sub-env.
-    :param seed: seeds the sub-envs.
-    :param env_kwargs: passed to the task env.
-    """
-    vec_env = make_meta_vec_env(
-        env,
-        meta_batch_size * episodes_per_task,
-        episodes_per_trial=1,
-        sampler=None,
-        rl2=False,
-        seed=seed,
-        backend="gymnasium",
-        env_kwargs=env_kwargs,
-    )
-    assert isinstance(vec_env, gym.vector.VectorEnv)
-    return vec_env
 
 
 class VectorEpisodeCollector:
@@ -111,7 +73,7 @@ class VectorEpisodeCollector:
         if not isinstance(vec_env, TaskVectorEnv):
             raise TypeError(
                 f"{type(vec_env).__name__} has no set_tasks(tasks): build the vector env with "
-                f"make_maml_vec_env or give it a set_tasks method"
+                f"metabench.vector.make_task_vec_env or give it a set_tasks method"
             )
         if episodes_per_task < 1 or vec_env.num_envs % episodes_per_task:
             raise ValueError(

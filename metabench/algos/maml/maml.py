@@ -41,7 +41,6 @@ import numpy as np
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
-from metabench.algos.benchmark import Benchmark
 from metabench.algos.common.trpo import (
     TRPOStep,
     flat_grad,
@@ -50,7 +49,7 @@ from metabench.algos.common.trpo import (
     trpo_step,
 )
 from metabench.algos.implementation import Implementation
-from metabench.algos.maml.collector import VectorEpisodeCollector, make_maml_vec_env
+from metabench.algos.maml.collector import VectorEpisodeCollector
 from metabench.algos.maml.config import MAMLConfig
 from metabench.algos.maml.functional import (
     OldOutputs,
@@ -73,12 +72,14 @@ from metabench.algos.maml.policy import (
     check_policy_spaces,
     detached_params,
 )
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device, to_cpu
 from metabench.registration import make_task_env
 from metabench.rng import ALGORITHM_EVALUATION_TORCH, ALGORITHM_NUMPY, ALGORITHM_TORCH
 from metabench.tasks.base import SetTaskSampler, Task, TaskSampler, ordered_sampler
 from metabench.threads import torch_threads
+from metabench.vector import make_task_vec_env
 
 __all__ = ["MAML", "MAMLIterationStats"]
 
@@ -151,7 +152,7 @@ class MAML(MetaRLAlgorithm):
     :param policy: use this policy instead of building one; its spaces must match the env.
     :param vec_env: a ready vector env of ``meta_batch_size * episodes_per_task`` sub-envs with
         ``set_tasks`` (e.g. a batched MuJoCo env); ``None`` builds one with
-        :func:`~metabench.algos.maml.collector.make_maml_vec_env`.
+        :func:`~metabench.vector.make_task_vec_env`, every sub-env in this process.
     :param max_episode_length: cut episodes at this length (``None``: the env ends them).
     :param device: where the policy and its updates run (``"auto"``, ``"cpu"``, ``"cuda"``;
         :mod:`metabench.devices`). The envs, the baselines and the action noise stay on the CPU.
@@ -199,10 +200,9 @@ class MAML(MetaRLAlgorithm):
 
         built_here = vec_env is None
         if vec_env is None:
-            vec_env = make_maml_vec_env(
+            vec_env = make_task_vec_env(
                 env,
-                config.meta_batch_size,
-                config.episodes_per_task,
+                config.meta_batch_size * config.episodes_per_task,
                 seed=self.seed,
                 env_kwargs=env_kwargs,
             )
@@ -247,50 +247,16 @@ class MAML(MetaRLAlgorithm):
 
     @classmethod
     def from_benchmark(
-        cls,
-        spec: Benchmark,
-        config: MAMLConfig,
-        *,
-        seed: int,
-        log_dir: str | None = None,
-        cpus: int | None = None,
-        device: str = "cpu",
+        cls, envs: RunEnvs, config: MAMLConfig, *, log_dir: str | None = None, device: str = "cpu"
     ) -> Self:
-        """MAML on a benchmark, with the vector env that steps it fastest: sub-envs sharded
-        across at most ``cpus`` worker processes where the task family steps in workers
-        (Meta-World), the family's batched vector env where it has one (HalfCheetah's, on at
-        most ``cpus`` processes); both give the same numbers as one process."""
-        env_kwargs = spec.train_env_kwargs(seed)
-        num_envs = config.meta_batch_size * config.episodes_per_task
-        vec_env: gym.vector.VectorEnv[Any, Any, Any] | None = None
-        if spec.steps_in_workers:
-            from metabench.vector.sharded import make_sharded_task_env
-
-            # (the collector reads no infos: the workers send none)
-            vec_env = make_sharded_task_env(
-                spec.env_id, num_envs, processes=cpus, info_keys=(), **env_kwargs
-            )
-        elif spec.batched_vector_env:
-            # the collector talks to a batched vector env through the same API
-            kwargs: dict[str, Any] = {**env_kwargs, **({} if cpus is None else {"processes": cpus})}
-            vec_env = gym.make_vec(
-                spec.env_id, num_envs=num_envs, vectorization_mode="vector_entry_point", **kwargs
-            )
-        try:
-            return cls(
-                spec.env_id,
-                spec.train_sampler(seed),
-                config,
-                seed=seed,
-                env_kwargs=env_kwargs,
-                log_dir=log_dir,
-                device=device,
-                vec_env=vec_env,
-            )
-        except BaseException:
-            if vec_env is not None:  # do not leak its worker processes
-                vec_env.close()
-            raise
+        """MAML on a benchmark, with the vector env that steps its family fastest on the run's
+        cores (:meth:`RunEnvs.episode_batch <metabench.algos.run_envs.RunEnvs.episode_batch>`):
+        the same numbers as one process."""
+        sampler = envs.train_sampler()
+        vec_env = envs.episode_batch(config.meta_batch_size * config.episodes_per_task)
+        return cls.on_train_envs(
+            envs, config, sampler, log_dir=log_dir, device=device, vec_env=vec_env
+        )
 
     @property
     def steps_per_iteration(self) -> int:  # type: ignore[override]

@@ -15,7 +15,7 @@ import abc
 import functools
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Self
 
 import gymnasium as gym
 import numpy as np
@@ -38,6 +38,7 @@ from metabench.algos.rl2.policy import (
     WholeSequenceLstmPolicy,
 )
 from metabench.algos.rl2.recurrent_ppo import RL2RecurrentPPO
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch
 from metabench.devices import DeviceError, resolve_device
 from metabench.tasks.base import TaskSampler, ordered_sampler
@@ -176,8 +177,9 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
     :param seed: seeds the sub-envs, the task sequence and torch.
     :param env_kwargs: passed to the task env (``horizon``, ``split``, ...).
     :param log_dir: directory for SB3's TensorBoard logs, or ``None``.
-    :param cpus: with ``config.step_in_workers``, the processes that step sub-envs, this one
-        included (default: one per core).
+    :param venv: the meta-batch's vector env, built as :meth:`meta_batch_settings` says (its
+        sampler drawing the tasks; :meth:`from_benchmark` builds it on the run's cores);
+        ``None``: every sub-env in this process.
     :param device: where the policy acts and trains (``"auto"``, ``"cpu"``, ``"cuda"``;
         :mod:`metabench.devices`); the envs stay on the CPU.
     :param policy_class: ``None`` picks the whole-sequence policy of ``config.recurrent_cell``;
@@ -189,7 +191,6 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
     config_class: type[Any]
     model: RL2RecurrentPPO
     tb_log_name = "rl2"
-    takes_cpus = True  # with config.step_in_workers, its sub-envs step in at most `cpus` processes
     uses_device = True
 
     def __init__(
@@ -201,9 +202,9 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
         seed: int = 0,
         env_kwargs: dict[str, Any] | None = None,
         log_dir: str | None = None,
-        cpus: int | None = None,
         device: str | th.device = "cpu",
         policy_class: type[RecurrentActorCriticPolicy] | None = None,
+        venv: MetaBatchVecEnv | None = None,
     ) -> None:
         self.config = config = self.config_class() if config is None else config
         self.device = resolve_device(device)
@@ -219,21 +220,23 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
                 f"policy_class {policy_class.__name__} does not build the "
                 f"{config.recurrent_cell!r} cell that config.recurrent_cell asks for"
             )
-        self.venv: MetaBatchVecEnv = make_meta_vec_env(  # type: ignore[assignment]
-            env,
-            config.meta_batch_size,
-            episodes_per_trial=config.episodes_per_trial,
-            sampler=ordered_sampler(sampler, config.train_task_order, seed),
-            rl2=True,
-            reward_scale=config.reward_scale,
-            zero_at_episode_start=config.zero_at_episode_start,
-            seed=seed,
-            backend="sb3",
-            # step_in_workers: the sub-envs step in `cpus` processes (None: one per core)
-            processes=cpus if config.step_in_workers else 1,
-            env_kwargs=env_kwargs,
-            wrapper=_action_wrapper(config.clip_actions),
-        )
+        if venv is None:
+            built = make_meta_vec_env(
+                env,
+                config.meta_batch_size,
+                seed=seed,
+                backend="sb3",
+                env_kwargs=env_kwargs,
+                **self.meta_batch_settings(config, sampler, seed),
+            )
+            assert isinstance(built, MetaBatchVecEnv)
+            venv = built
+        elif venv.num_envs != config.meta_batch_size:
+            raise ValueError(
+                f"venv has {venv.num_envs} sub-envs, expected meta_batch_size = "
+                f"{config.meta_batch_size}"
+            )
+        self.venv: MetaBatchVecEnv = venv
         horizons = self.venv.get_attr("horizon", indices=[0])
         self.trial_length = config.episodes_per_trial * int(horizons[0])
         self.steps_per_iteration = self.trial_length * config.meta_batch_size
@@ -258,6 +261,35 @@ class RL2(SB3Checkpoints, MetaRLAlgorithm):
         if config.step_in_workers:  # torch's threads would spin on the env workers' cores
             self.model.rollout_threads = 1
         self.iterations = 0
+
+    @classmethod
+    def from_benchmark(
+        cls, envs: RunEnvs, config: Any, *, log_dir: str | None = None, device: str = "cpu"
+    ) -> Self:
+        """RL2 on a benchmark: with ``step_in_workers``, the meta-batch's sub-envs step on the
+        run's cores (:meth:`RunEnvs.trial_batch <metabench.algos.run_envs.RunEnvs.trial_batch>`),
+        the same numbers as in this process."""
+        sampler = envs.train_sampler()
+        venv = envs.trial_batch(
+            config.meta_batch_size,
+            in_workers=config.step_in_workers,
+            **cls.meta_batch_settings(config, sampler, envs.seed),
+        )
+        return cls.on_train_envs(envs, config, sampler, log_dir=log_dir, device=device, venv=venv)
+
+    @staticmethod
+    def meta_batch_settings(config: Any, sampler: TaskSampler | None, seed: int) -> dict[str, Any]:
+        """How RL2's meta-batch is built of ``config``'s trials: the arguments of
+        :func:`~metabench.vector.make_meta_vec_env` but the env, its arguments, the seed and
+        the processes."""
+        return {
+            "episodes_per_trial": config.episodes_per_trial,
+            "sampler": ordered_sampler(sampler, config.train_task_order, seed),
+            "rl2": True,
+            "reward_scale": config.reward_scale,
+            "zero_at_episode_start": config.zero_at_episode_start,
+            "wrapper": _action_wrapper(config.clip_actions),
+        }
 
     @abc.abstractmethod
     def _make_model(

@@ -37,7 +37,6 @@ from metabench.algos.maml import (
     check_policy_spaces,
     inner_loss,
     kl,
-    make_maml_vec_env,
     meta_loss,
     old_outputs,
     process_episodes,
@@ -46,7 +45,7 @@ from metabench.algos.maml import maml as maml_module
 from metabench.data import StepType
 from metabench.tasks.base import ListTaskSampler
 from metabench.tasks.toy.envs import PointGoalEnv
-from metabench.vector import MetaBatchVectorEnv
+from metabench.vector import MetaBatchVectorEnv, make_task_vec_env
 from metabench.wrappers import Trial
 from tests.factories import episode_batch, make_maml
 
@@ -385,7 +384,7 @@ class RecordingActor:
 
 
 def test_collector_returns_per_task_batches_from_one_batched_actor() -> None:
-    vec_env = make_maml_vec_env(POINT_GOAL, 2, 3, env_kwargs={"horizon": 5})
+    vec_env = make_task_vec_env(POINT_GOAL, 6, env_kwargs={"horizon": 5})
     collector = VectorEpisodeCollector(vec_env, episodes_per_task=3)
     tasks = [{"goal": [0.3, -0.2]}, {"goal": [-0.4, 0.1]}]
     actor = RecordingActor()
@@ -539,7 +538,7 @@ def test_maml_rejects_a_meta_batch_larger_than_the_task_set() -> None:
 
 
 def test_maml_rejects_a_vector_env_of_the_wrong_size() -> None:
-    vec_env = make_maml_vec_env(POINT_GOAL, 3, 1)
+    vec_env = make_task_vec_env(POINT_GOAL, 3)
     with pytest.raises(ValueError, match="expected meta_batch_size"):
         small_maml(vec_env=vec_env)
     vec_env.close()

@@ -95,7 +95,7 @@ def test_update_in_workers_is_recorded_only_when_on() -> None:
     again = RL2PPO("metabench/PointGoal-v0", config=RL2PPOConfig(meta_batch_size=2), seed=0)
     again.load_state_dict(state)  # an older checkpoint: no update_in_workers key
     config = RL2PPOConfig(meta_batch_size=2, step_in_workers=True, update_in_workers=True)
-    split = RL2PPO("metabench/PointGoal-v0", config=config, seed=0, cpus=2)
+    split = RL2PPO("metabench/PointGoal-v0", config=config, seed=0)
     assert split.state_dict()["config"]["update_in_workers"] is True
     with pytest.raises(ValueError, match="different RL2PPOConfig"):
         split.load_state_dict(state)
