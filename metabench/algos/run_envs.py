@@ -14,14 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 
 from metabench.algos.benchmark import Benchmark
 from metabench.tasks.base import TaskSampler
 from metabench.validation import check_count
-from metabench.vector import MetaBatchVecEnv, make_meta_vec_env, make_task_vec_env
+
+if TYPE_CHECKING:  # the vector envs load SB3 and torch: the harness reads results without them
+    from metabench.vector import MetaBatchVecEnv
 
 __all__ = ["RunEnvs"]
 
@@ -78,6 +80,8 @@ class RunEnvs:
         (:func:`~metabench.vector.make_meta_vec_env`, which documents the other arguments):
         stepped in this process, or with ``in_workers`` on :attr:`processes` processes, this
         one stepping a shard."""
+        from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
+
         venv = make_meta_vec_env(
             self.env_id,
             num_envs,
@@ -101,6 +105,8 @@ class RunEnvs:
         where it steps in workers (Meta-World, Ant, Humanoid), its batched env on
         :attr:`processes` processes where it has one for the benchmark's protocol
         (HalfCheetah), else in this process."""
+        from metabench.vector import make_task_vec_env
+
         env_kwargs = self.train_env_kwargs()
         if self.benchmark.steps_in_workers:
             from metabench.vector.sharded import make_sharded_task_env

@@ -24,7 +24,7 @@ from metabench.harness.run import RunDirectory, RunSettings
 from metabench.harness.schedule import MetaTestSchedule
 from metabench.harness.status import run_status
 from metabench.harness.training import evaluate, train
-from metabench.records import MetaTestRecord, Protocol, RecordVersionError
+from metabench.records import VERSION, MetaTestRecord, Protocol, RecordVersionError
 from tests.factories import ROOT
 
 # Bandit with RL2-PPO's preset: 64 trials of 3 one-pull episodes per iteration.
@@ -349,11 +349,11 @@ def test_a_result_of_a_newer_version_is_a_one_line_error_naming_it(tmp_path, cap
     train(settings(out, algorithm="nop"))
     path = out / "result.json"
     result = json.loads(path.read_text())
-    result["version"] = 4
+    result["version"] = VERSION + 1
     atomic_write_json(path, result)
     message = (
-        f"{path}: result record version 4 is newer than this metabench reads (versions 1 to "
-        f"3): upgrade metabench to read it"
+        f"{path}: result record version {VERSION + 1} is newer than this metabench reads "
+        f"(versions 1 to {VERSION}): upgrade metabench to read it"
     )
     with pytest.raises(RecordVersionError) as raised:
         read_result(path)
@@ -469,7 +469,8 @@ def test_sigkill_then_same_command_resumes(tmp_path):
     resumed.send_signal(signal.SIGKILL)
     resumed.wait()
     assert resumed.stderr is not None
-    assert f"Resuming {out} at iteration {killed_at}" in resumed.stderr.read()
+    said = " ".join(resumed.stderr.read().split())  # as wrapped at the console's width
+    assert f"Resuming {out} at iteration {killed_at}" in said
     assert run.load_checkpoint()["iteration"] >= killed_at + 2
     # the resume removed the stale file; SIGKILL may have cut off one write of its own
     assert not stale.exists()
