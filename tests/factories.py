@@ -16,6 +16,7 @@ import torch
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.algos.maml import MAML, MAMLConfig
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch, StepType
 from metabench.evaluation import TaskResult
 from metabench.harness.algorithms import get_algorithm
@@ -58,7 +59,7 @@ def build_tiny(name: str, benchmark: str, seed: int = 0) -> MetaRLAlgorithm:
     builds it."""
     spec = get_benchmark(benchmark)
     entry = get_algorithm(name)
-    return entry.build(spec, seed, entry.hyperparameters(spec, TINY[name]), None)
+    return entry.build(RunEnvs(spec, seed), entry.hyperparameters(spec, TINY[name]), None)
 
 
 def policy_parameters(algo: Any) -> list[torch.Tensor]:

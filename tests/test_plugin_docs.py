@@ -69,7 +69,7 @@ def example(user_specs: UserSpecs, monkeypatch: pytest.MonkeyPatch) -> Build:
     def build(benchmark: str, seed: int = 0) -> tuple[BenchmarkSpec, Any]:
         entry = get_algorithm("random-search")
         spec = benchmark_for(benchmark, "random-search")
-        return spec, entry.build(spec, seed, entry.hyperparameters(spec, {}), None)
+        return spec, entry.build(RunEnvs(spec, seed), entry.hyperparameters(spec, {}), None)
 
     return build
 

@@ -20,7 +20,7 @@ import gymnasium as gym
 
 from metabench.algos.benchmark import Benchmark
 from metabench.tasks.base import TaskSampler
-from metabench.validation import check_count
+from metabench.validation import check_count, check_seed
 
 if TYPE_CHECKING:  # the vector envs load SB3 and torch: the harness reads results without them
     from metabench.vector import MetaBatchVecEnv
@@ -44,6 +44,10 @@ class RunEnvs:
     processes: int | None = 1
 
     def __post_init__(self) -> None:
+        """:raises ValueError: for a seed outside 0 .. 2**32 - 1 (refused here for every
+        algorithm: some took it, others failed in their generators) or a process count
+        below 1."""
+        object.__setattr__(self, "seed", check_seed(self.seed))
         if self.processes is not None:
             check_count("processes", self.processes, hint="or None for every core")
 

@@ -37,7 +37,7 @@ from metabench.harness.specfiles import (
     read_specs,
     unknown_name_message,
 )
-from metabench.validation import Layer, check_seed, recorded_config, resolve_config
+from metabench.validation import Layer, recorded_config, resolve_config
 
 BASELINE_SCHEMA = {
     "description": str, "entry_point": str, "source": str, "cpus": int,
@@ -204,27 +204,21 @@ class AlgorithmEntry:
 
     def build(
         self,
-        spec: BenchmarkSpec,
-        seed: int,
+        envs: RunEnvs,
         hyperparameters: dict[str, Any],
         log_dir: str | None,
-        cpus: int | None = None,
         device: str = "cpu",
     ) -> MetaRLAlgorithm:
         """The algorithm of a run, from the hyperparameters its ``config.json`` records: the one
         place a run's config object is made, so that what trains is what was recorded.
 
-        :param cpus: the run's cores, on which its envs may step
-            (:class:`~metabench.algos.run_envs.RunEnvs`; ``None``: every core).
+        :param envs: the run's environments: its benchmark, seed and cores.
         :raises SpecError: the algorithm breaks the plug-in contract
             (see :func:`metabench.harness.plugins.check_algorithm`).
-        :raises ValueError: a seed outside 0 .. 2**32 - 1, refused here for every algorithm
-            (some took it, others failed in their generators).
         """
-        seed = check_seed(seed)
         implementation = self.implementation
         algo = implementation.algorithm.from_benchmark(
-            RunEnvs(spec, seed, processes=cpus),
+            envs,
             implementation.config(**hyperparameters),
             log_dir=log_dir,
             device=device if self.takes_device else "cpu",

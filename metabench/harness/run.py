@@ -39,6 +39,7 @@ from typing import Any
 import torch
 
 from metabench.algos.base import MetaRLAlgorithm
+from metabench.algos.run_envs import RunEnvs
 from metabench.analysis.resultfile import CorruptResultError, read_result
 from metabench.atomic import atomic_write_bytes, atomic_write_json, make_writable_folder
 from metabench.devices import resolve_device
@@ -630,9 +631,8 @@ def build_algorithm(spec: BenchmarkSpec, config: RunConfig, log_dir: str | None)
     # use their cores through env worker processes (`cpus`), which never change the numbers.
     torch.set_num_threads(RUN_TORCH_THREADS)
     retain_freed_memory()  # before the env workers fork, which inherit it
-    return entry.build(
-        spec, config.seed, config.hyperparameters, log_dir, cpus=config.cpus, device=config.device
-    )
+    envs = RunEnvs(spec, config.seed, processes=config.cpus)
+    return entry.build(envs, config.hyperparameters, log_dir, device=config.device)
 
 
 def make_evaluator(

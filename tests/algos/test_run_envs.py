@@ -7,6 +7,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pytest
 from gymnasium.vector import SyncVectorEnv
 from stable_baselines3.common.vec_env import DummyVecEnv
@@ -95,6 +96,11 @@ def test_trial_batch_steps_in_workers_only_when_asked_on_the_run_processes(
         venv.close()
 
 
-def test_a_process_count_below_one_is_refused() -> None:
+def test_a_process_count_below_one_and_a_seed_out_of_range_are_refused() -> None:
     with pytest.raises(ValueError, match="processes must be a positive integer, got 0"):
         RunEnvs(Declared(), processes=0)
+    for seed in (-1, 2**32, True):
+        with pytest.raises(ValueError, match=r"seed must be an integer from 0 to 2\*\*32 - 1"):
+            RunEnvs(Declared(), seed=seed)  # type: ignore[arg-type]
+    seed = RunEnvs(Declared(), seed=np.int64(7)).seed
+    assert seed == 7 and type(seed) is int  # what the algorithms' generators are seeded with

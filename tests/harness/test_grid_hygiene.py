@@ -7,6 +7,7 @@ import os
 import pytest
 import torch
 
+from metabench.algos.run_envs import RunEnvs
 from metabench.atomic import atomic_write_json
 from metabench.cli import main
 from metabench.harness.algorithms import get_algorithm
@@ -71,7 +72,7 @@ def test_cpus_bounds_the_maml_collector_processes_on_a_64_core_machine(tmp_path,
     entry = get_algorithm("maml-trpo")
     small = {"meta_batch_size": 2, "episodes_per_task": 4, "hidden_sizes": [8]}
     hyperparameters = entry.hyperparameters(spec, small)
-    algo = entry.build(spec, 0, hyperparameters, None, cpus=2)
+    algo = entry.build(RunEnvs(spec, 0, processes=2), hyperparameters, None)
     try:
         vec_env = algo.collector.vec_env.unwrapped  # type: ignore[attr-defined]
         assert vec_env.processes == 2
@@ -98,7 +99,7 @@ def test_cpus_bounds_the_sharded_metaworld_processes_on_a_64_core_machine(monkey
     spec = get_benchmark("ML1-reach")
     entry = get_algorithm("maml-trpo")
     small = {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": [8]}
-    algo = entry.build(spec, 0, entry.hyperparameters(spec, small), None, cpus=2)
+    algo = entry.build(RunEnvs(spec, 0, processes=2), entry.hyperparameters(spec, small), None)
     try:
         assert made == [2]
         assert len(algo.collector.vec_env.unwrapped.processes) == 2  # type: ignore[attr-defined]

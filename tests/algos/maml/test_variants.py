@@ -28,6 +28,7 @@ from metabench.algos.maml import (
     old_outputs,
     policy_gradient_loss,
 )
+from metabench.algos.run_envs import RunEnvs
 from metabench.data import EpisodeBatch, StepType
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
@@ -251,7 +252,7 @@ def test_each_baseline_file_builds_its_variant(variant: str) -> None:
     values = entry.hyperparameters(get_benchmark("HalfCheetahDir"), {})
     for name, value in GARAGE_VARIANTS[variant].items():
         assert values[name] == value
-    algo = entry.build(get_benchmark("PointGoal"), 0, {**values, "meta_batch_size": 2,
+    algo = entry.build(RunEnvs(get_benchmark("PointGoal")), {**values, "meta_batch_size": 2,
                        "episodes_per_task": 1}, None)  # fmt: skip
     try:
         assert {name: getattr(algo.config, name) for name in GARAGE_VARIANTS[variant]} == (
