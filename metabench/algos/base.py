@@ -136,8 +136,9 @@ class MetaRLAlgorithm(abc.ABC):
         **vector_envs: Any,
     ) -> Self:
         """The torch algorithms' shared constructor on the run's train env and ``sampler``, with
-        the vector envs ``envs`` built for it (keywords of the constructor), which are closed if
-        it fails: their worker processes would outlive it."""
+        ``vector_envs``, the vector envs ``envs`` built for it (keywords of the constructor:
+        RL2's ``venv``, MAML's ``vec_env``), closed if it fails: their worker processes would
+        outlive it."""
         try:
             return cls(  # type: ignore[call-arg]
                 envs.env_id,
