@@ -24,6 +24,7 @@ the optimisers and the buffers: a resumed run continues bit for bit. Checkpoint 
 from __future__ import annotations
 
 import copy
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -77,11 +78,12 @@ TRAINING_NETWORKS = tuple(name for name in NETWORKS if name not in AGENT_NETWORK
 AGENT_LEAVES_OUT = ("optimizers", "rl_buffers", "encoder_buffers")
 
 
-def pearl_env(env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+def pearl_env(env: gym.Env[Any, Any], next_observation: bool = False) -> gym.Env[Any, Any]:
     """What PEARL's meta-test policies observe: actions presented as [-1, 1] (the squashed
-    Gaussian's range) and each step's reward appended to the observation
+    Gaussian's range) and each step's reward appended to the observation, with the observation
+    it reached where the context holds it
     (:class:`~metabench.algos.pearl.policy.RewardInObservation`)."""
-    return RewardInObservation(rescale_actions(env))
+    return RewardInObservation(rescale_actions(env), next_observation)
 
 
 def critic_reward(info: dict[str, Any], key: str) -> float:
@@ -180,7 +182,7 @@ class PEARL(MetaRLAlgorithm):
         with torch.random.fork_rng(devices=[]):  # seeded init without touching global state
             torch.manual_seed(int(seed))
             self.encoder = ContextEncoder(
-                context_width(self.obs_dim, self.action_dim),
+                context_width(self.obs_dim, self.action_dim, config.use_next_obs_in_context),
                 config.latent_size,
                 config.encoder_hidden_sizes,
             ).to(self.device)
@@ -307,16 +309,18 @@ class PEARL(MetaRLAlgorithm):
                 z = self._prior_sample()
 
     def _context(self, task_indices: TaskIndices) -> torch.Tensor:
-        """``embedding_batch_size`` transitions ``[observation, action, reward]`` of each task's
-        encoder buffer, ``(tasks, embedding_batch_size, width)``."""
+        """``embedding_batch_size`` transitions ``[observation, action, reward]`` (and the next
+        observation with ``use_next_obs_in_context``) of each task's encoder buffer,
+        ``(tasks, embedding_batch_size, width)``."""
         rows = []
         for index in task_indices:
             batch = self.encoder_buffers[index].sample_transitions(
                 self.config.embedding_batch_size, self._rng
             )
-            rows.append(
-                np.concatenate([batch.observations, batch.actions, batch.rewards[:, None]], axis=1)
-            )
+            parts = [batch.observations, batch.actions, batch.rewards[:, None]]
+            if self.config.use_next_obs_in_context:
+                parts.append(batch.next_observations)
+            rows.append(np.concatenate(parts, axis=1))
         return torch.as_tensor(np.stack(rows), device=self.device)
 
     def _rl_batch(self, task_indices: TaskIndices) -> Transitions:
@@ -432,10 +436,10 @@ class PEARL(MetaRLAlgorithm):
 
     # -- meta-test -------------------------------------------------------------------------------
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
-        return pearl_env(env)
+        return self.env_wrapper()(env)
 
     def env_wrapper(self) -> Callable[[gym.Env[Any, Any]], gym.Env[Any, Any]]:
-        return pearl_env
+        return functools.partial(pearl_env, next_observation=self.config.use_next_obs_in_context)
 
     def get_exploration_policies(self, n: int) -> PolicyBatch:
         """``n`` rows exploring with posterior sampling (:mod:`.policy`)."""
@@ -447,6 +451,7 @@ class PEARL(MetaRLAlgorithm):
             self._eval_generator,
             self.config.deterministic_eval,
             self.config.exploration_prior_episodes,
+            self.config.use_next_obs_in_context,
         )
 
     def get_exploration_policy(self) -> Policy:

@@ -79,6 +79,13 @@ class PEARLConfig:
         low=1,
         high=MAX_COUNT,
     )
+    use_next_obs_in_context: bool = option(
+        False,
+        "each context transition carries the observation it reached, [o, a, r, o'], not only "
+        "[o, a, r]: oyster sets it where the tasks differ in their dynamics (Walker- and "
+        "Hopper-Rand-Params)",
+        recorded_at_default=False,
+    )
     discount: float = option(0.99, "reward discount", low=0.0, high=1.0)
     soft_target_tau: float = option(
         0.005, "Polyak rate of the target V-function", low=0.0, high=1.0, low_open=True

@@ -31,10 +31,10 @@ MIN_FACTOR_VARIANCE = 1e-7
 ``_product_of_gaussians``), so one confident transition cannot make the product singular."""
 
 
-def context_width(obs_dim: int, action_dim: int) -> int:
-    """Features of one context transition: observation, action and reward (oyster's layout
-    without ``use_next_obs_in_context``, the setting of every example here)."""
-    return obs_dim + action_dim + 1
+def context_width(obs_dim: int, action_dim: int, next_observation: bool = False) -> int:
+    """Features of one context transition: observation, action, reward and, with
+    ``next_observation`` (oyster's ``use_next_obs_in_context``), the observation reached."""
+    return obs_dim + action_dim + 1 + (obs_dim if next_observation else 0)
 
 
 class ContextEncoder(nn.Module):

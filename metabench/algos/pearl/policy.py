@@ -10,9 +10,11 @@ it from the replay buffer instead).
 A :class:`~metabench.algos.base.Policy` sees observations only. To build its context from the
 episodes it runs, the exploration policy needs each step's reward: PEARL's ``wrap_env`` adds
 :class:`RewardInObservation`, which appends to every observation the reward of the step that led
-to it. The policies strip that column before acting, and the adapted policy reads the rewards
-from the exploration episodes; without the column (an env not wrapped, as in Meta-World's own
-evaluation) exploration stays on the prior and only adaptation uses the episodes.
+to it, and with ``use_next_obs_in_context`` the observation that step reached (at an inner
+episode's end the episode's final observation, not the next episode's first). The policies strip
+those columns before acting, and the adapted policy reads the rewards from the exploration
+episodes; without the columns (an env not wrapped, as in Meta-World's own evaluation)
+exploration stays on the prior and only adaptation uses the episodes.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from metabench.algos.base import Policy, PolicyBatch
 from metabench.algos.pearl.encoder import ContextEncoder, sample_latent
 from metabench.algos.pearl.networks import mean_actions, sample_actions
 from metabench.data import EpisodeBatch
+from metabench.wrappers.trial import FINAL_OBSERVATION
 
 __all__ = [
     "AdaptedPolicies",
@@ -40,11 +43,14 @@ __all__ = [
 
 
 class RewardInObservation(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
-    """Appends the reward of the step that returned an observation to it (0 after a reset).
+    """Appends the reward of the step that returned an observation to it (0 after a reset) and,
+    with ``next_observation``, the observation that step reached (the observation itself after a
+    reset).
 
     Inside a :class:`~metabench.wrappers.Trial`, the first observation of an inner episode
-    carries the reward of the previous episode's last step, so a policy sees every reward of
-    its episodes.
+    carries the reward of the previous episode's last step and, with ``next_observation``, that
+    episode's final observation (the Trial's :data:`~metabench.wrappers.FINAL_OBSERVATION`), so
+    a policy sees every transition of its episodes.
 
     Example::
 
@@ -56,48 +62,78 @@ class RewardInObservation(gym.Wrapper[np.ndarray, Any, np.ndarray, Any]):
         [0.1, 0.0, -0.2]
     """
 
-    def __init__(self, env: gym.Env[Any, Any]) -> None:
+    def __init__(self, env: gym.Env[Any, Any], next_observation: bool = False) -> None:
         super().__init__(env)
         space = env.observation_space
         if not isinstance(space, gym.spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"RewardInObservation needs a flat Box observation, got {space}")
+        self.next_observation = next_observation
+        reached = (space.low, space.high) if next_observation else ([], [])
         self.observation_space = gym.spaces.Box(
-            np.append(space.low, -np.inf).astype(space.dtype),
-            np.append(space.high, np.inf).astype(space.dtype),
+            np.concatenate([space.low, [-np.inf], reached[0]]).astype(space.dtype),
+            np.concatenate([space.high, [np.inf], reached[1]]).astype(space.dtype),
             dtype=space.dtype,
         )
 
-    def _with(self, observation: np.ndarray, reward: SupportsFloat) -> np.ndarray:
-        return np.append(observation, float(reward)).astype(self.observation_space.dtype)
+    def _with(
+        self, observation: np.ndarray, reward: SupportsFloat, reached: np.ndarray
+    ) -> np.ndarray:
+        columns = [float(reward), *np.ravel(reached)] if self.next_observation else float(reward)
+        return np.append(observation, columns).astype(self.observation_space.dtype)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         observation, info = self.env.reset(seed=seed, options=options)
-        return self._with(observation, 0.0), info
+        return self._with(observation, 0.0, observation), info
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         observation, reward, terminated, truncated, info = self.env.step(action)
-        return self._with(observation, reward), reward, terminated, truncated, info
+        reached = info.get(FINAL_OBSERVATION, observation)
+        return self._with(observation, reward, reached), reward, terminated, truncated, info
 
 
-def episode_context(episodes: EpisodeBatch, obs_dim: int) -> np.ndarray:
+def _shows_transitions(width: int, obs_dim: int, next_observation: bool, what: str) -> bool:
+    """Whether observations of ``width`` carry :class:`RewardInObservation`'s columns: the
+    reward, and with ``next_observation`` the observation reached.
+
+    :raises ValueError: neither the task env's width nor the wrapped one.
+    """
+    shown = obs_dim + 1 + (obs_dim if next_observation else 0)
+    if width not in (obs_dim, shown):
+        columns = "reward and next observation" if next_observation else "reward"
+        raise ValueError(
+            f"{what} of width {width}, expected {obs_dim} (or {shown} with "
+            f"RewardInObservation's {columns})"
+        )
+    return width == shown
+
+
+def episode_context(
+    episodes: EpisodeBatch, obs_dim: int, next_observation: bool = False
+) -> np.ndarray:
     """The context ``[observation, action, reward]`` (float32, one row per step) of
-    ``episodes``, whose observations may carry :class:`RewardInObservation`'s column.
+    ``episodes``, with the observation each step reached where ``next_observation``. Their
+    observations may carry :class:`RewardInObservation`'s columns; the observation reached is
+    then read from them, since an inner episode's recorded last observation is the next
+    episode's first.
 
     :raises ValueError: observations of another width.
     """
     observations = episodes.observations.reshape(episodes.n_steps, -1)
-    if observations.shape[1] == obs_dim + 1:
-        observations = observations[:, :obs_dim]
-    elif observations.shape[1] != obs_dim:
-        raise ValueError(
-            f"the exploration episodes have observations of width {observations.shape[1]}, "
-            f"expected {obs_dim} (or {obs_dim + 1} with RewardInObservation's reward)"
-        )
+    shown = _shows_transitions(
+        observations.shape[1],
+        obs_dim,
+        next_observation,
+        "the exploration episodes have observations",
+    )
     actions = episodes.actions.reshape(episodes.n_steps, -1)
     rewards = episodes.rewards.reshape(-1, 1)
-    return np.concatenate([observations, actions, rewards], axis=1).astype(np.float32)
+    parts = [observations[:, :obs_dim], actions, rewards]
+    if next_observation:
+        reached = episodes.next_observations.reshape(episodes.n_steps, -1)
+        parts.append(reached[:, obs_dim + 1 :] if shown else reached)
+    return np.concatenate(parts, axis=1).astype(np.float32)
 
 
 class LatentPolicies(PolicyBatch):
@@ -112,6 +148,8 @@ class LatentPolicies(PolicyBatch):
     :param variances: as ``means``.
     :param generator: the CPU generator of ``z`` and of sampled actions.
     :param deterministic: act with ``tanh`` of the mean action.
+    :param next_observation: the context holds the observation each step reached
+        (``use_next_obs_in_context``).
     """
 
     def __init__(
@@ -123,10 +161,12 @@ class LatentPolicies(PolicyBatch):
         variances: torch.Tensor,
         generator: torch.Generator,
         deterministic: bool,
+        next_observation: bool = False,
     ) -> None:
         self.actor = actor
         self.encoder = encoder
         self.obs_dim = obs_dim
+        self.next_observation = next_observation
         self.means = means.clone()
         self.variances = variances.clone()
         self.generator = generator
@@ -140,16 +180,17 @@ class LatentPolicies(PolicyBatch):
 
     def get_actions(self, observations: np.ndarray, rows: np.ndarray) -> np.ndarray:
         observations = np.asarray(observations)
-        with_rewards = observations.shape[1] == self.obs_dim + 1
-        if not with_rewards and observations.shape[1] != self.obs_dim:
-            raise ValueError(
-                f"observations of width {observations.shape[1]}, expected {self.obs_dim} (or "
-                f"{self.obs_dim + 1} with RewardInObservation's reward)"
-            )
-        states = observations[:, : self.obs_dim].astype(np.float32)
-        rewards = observations[:, self.obs_dim] if with_rewards else None
+        obs_dim = self.obs_dim
+        with_rewards = _shows_transitions(
+            observations.shape[1], obs_dim, self.next_observation, "observations"
+        )
+        states = observations[:, :obs_dim].astype(np.float32)
+        rewards = observations[:, obs_dim] if with_rewards else None
+        reached = None
+        if with_rewards and self.next_observation:
+            reached = observations[:, obs_dim + 1 :].astype(np.float32)
         with torch.no_grad():
-            self._before_acting(rows, rewards)
+            self._before_acting(rows, rewards, reached)
             starting = rows[self._starting[rows]]
             if starting.size:
                 self.z[starting] = sample_latent(
@@ -165,9 +206,11 @@ class LatentPolicies(PolicyBatch):
         self._after_acting(rows, states, chosen, with_rewards)
         return chosen
 
-    def _before_acting(self, rows: np.ndarray, rewards: np.ndarray | None) -> None:
-        """Before ``rows`` act on observations that came with ``rewards`` (``None``: not
-        shown), their episode starts included."""
+    def _before_acting(
+        self, rows: np.ndarray, rewards: np.ndarray | None, reached: np.ndarray | None
+    ) -> None:
+        """Before ``rows`` act on observations that came with ``rewards`` and the observations
+        their last steps ``reached`` (``None``: not shown), their episode starts included."""
 
     def _after_acting(
         self, rows: np.ndarray, states: np.ndarray, actions: np.ndarray, with_rewards: bool
@@ -191,26 +234,37 @@ class ExplorationPolicies(LatentPolicies):
         generator: torch.Generator,
         deterministic: bool,
         prior_episodes: int,
+        next_observation: bool = False,
     ) -> None:
         device = next(encoder.parameters()).device
         prior = torch.zeros(n, encoder.latent_size, device=device)
         super().__init__(
-            actor, encoder, obs_dim, prior, torch.ones_like(prior), generator, deterministic
+            actor,
+            encoder,
+            obs_dim,
+            prior,
+            torch.ones_like(prior),
+            generator,
+            deterministic,
+            next_observation,
         )
         self.prior_episodes = prior_episodes
         self.contexts: list[list[np.ndarray]] = [[] for _ in range(n)]
-        """Each row's transitions ``[observation, action, reward]`` so far."""
+        """Each row's context transitions so far (:func:`episode_context`'s rows)."""
         self.episodes_started = np.zeros(n, dtype=np.int64)
         self._pending: list[tuple[np.ndarray, np.ndarray] | None] = [None] * n
 
-    def _before_acting(self, rows: np.ndarray, rewards: np.ndarray | None) -> None:
+    def _before_acting(
+        self, rows: np.ndarray, rewards: np.ndarray | None, reached: np.ndarray | None
+    ) -> None:
         for i, row in enumerate(rows):
             pending = self._pending[row]
-            if pending is not None and rewards is not None:  # the reward of the last step
+            if pending is not None and rewards is not None:  # the last step's reward is shown
                 state, action = pending
-                self.contexts[row].append(
-                    np.concatenate([state, action, [rewards[i]]]).astype(np.float32)
-                )
+                parts = [state, action, [rewards[i]]]
+                if reached is not None:
+                    parts.append(reached[i])
+                self.contexts[row].append(np.concatenate(parts).astype(np.float32))
             self._pending[row] = None
             if not self._starting[row]:
                 continue
@@ -233,7 +287,10 @@ class ExplorationPolicies(LatentPolicies):
 
     def adapted(self, exploration_episodes: list[EpisodeBatch]) -> AdaptedPolicies:
         """Each row adapted to its own exploration episodes (and to nothing else)."""
-        beliefs = [self.posterior(episode_context(e, self.obs_dim)) for e in exploration_episodes]
+        beliefs = [
+            self.posterior(episode_context(e, self.obs_dim, self.next_observation))
+            for e in exploration_episodes
+        ]
         return AdaptedPolicies(
             self.actor,
             self.encoder,
@@ -242,6 +299,7 @@ class ExplorationPolicies(LatentPolicies):
             torch.stack([variance for _, variance in beliefs]),
             self.generator,
             self.deterministic,
+            self.next_observation,
         )
 
 
