@@ -69,7 +69,7 @@ def test_the_wrapper_shows_the_observation_each_step_reached_final_ones_included
     for _ in range(2 * HORIZON):
         actions.append(rng.uniform(-1, 1, 2).astype(np.float32))
         obs, reward, *_ = env.step(actions[-1])
-        assert obs[2] == np.float32(reward)
+        np.testing.assert_allclose(obs[2], float(reward), rtol=1e-6)
         shown.append(obs)
     pairs = replayed(actions, episodes=2)
     for (_, after), seen in zip(pairs, shown, strict=True):
