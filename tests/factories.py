@@ -16,16 +16,67 @@ import torch
 
 from metabench.algos.base import MetaRLAlgorithm
 from metabench.algos.maml import MAML, MAMLConfig
+from metabench.algos.pearl import PEARL
 from metabench.algos.run_envs import RunEnvs
-from metabench.data import EpisodeBatch, StepType
+from metabench.data import EpisodeBatch, EpisodeRecorder, StepType
 from metabench.evaluation import TaskResult
 from metabench.harness.algorithms import get_algorithm
 from metabench.harness.benchmarks import get_benchmark
 from metabench.records import MetaTestRecord, Protocol, RunConfig, RunResult
+from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.vector import make_meta_vec_env
+from metabench.wrappers import EPISODE_END, Trial
 
 ROOT = Path(__file__).resolve().parents[1]
 """The repository's root (``results/``, ``envs/``, the README)."""
+
+PEARL_ON_POINTGOAL: dict[str, Any] = {
+    "n_train_tasks": 3,
+    "latent_size": 2,
+    "hidden_sizes": (16, 16),
+    "encoder_hidden_sizes": (16,),
+    "meta_batch_size": 2,
+    "num_initial_steps": 20,
+    "num_tasks_sample": 2,
+    "num_steps_prior": 20,
+    "num_extra_rl_steps_posterior": 20,
+    "num_train_steps_per_itr": 3,
+    "batch_size": 8,
+    "embedding_batch_size": 6,
+}
+"""PEARL's tiny settings on PointGoal (episodes of 20 steps): one episode per phase, a few
+gradient steps."""
+
+
+def explore_pointgoal(
+    algo: PEARL, goal: list[float], episodes: int, horizon: int = 20
+) -> tuple[EpisodeBatch, list[np.ndarray], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """``episodes`` exploration episodes of one PointGoal task through PEARL's ``wrap_env``, as
+    the sequential meta-test runs and records them: the batch, the actions, and the policy's
+    belief (mean, variance) at each episode's first step."""
+    env = algo.wrap_env(Trial(PointGoalEnv(horizon=horizon), episodes_per_trial=episodes))
+    obs, _ = env.reset(seed=0, options={"task": {"goal": goal}})
+    policy = algo.get_exploration_policy()
+    recorded, actions, beliefs = [], [], []
+    for _ in range(episodes):
+        policy.reset()
+        recorder = EpisodeRecorder()
+        while True:
+            action = policy.get_action(obs)
+            if not recorder.rewards:
+                rows = policy.policies  # type: ignore[attr-defined]
+                beliefs.append((rows.means[0].clone(), rows.variances[0].clone()))
+            actions.append(action)
+            after, reward, terminated, truncated, info = env.step(action)
+            ended = bool(terminated or truncated or info.get(EPISODE_END))
+            recorder.record(obs, action, float(reward), ended=ended, terminated=False)
+            obs = after
+            if ended:
+                recorder.last_observation = after
+                break
+        recorded.append(recorder.path())
+    return EpisodeBatch.from_list(recorded), actions, beliefs
+
 
 TINY: dict[str, dict[str, Any]] = {
     "rl2-ppo": {"meta_batch_size": 2, "hidden_size": 8, "n_epochs": 1},

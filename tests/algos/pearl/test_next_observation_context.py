@@ -16,22 +16,9 @@ from metabench.data import EpisodeBatch, EpisodeRecorder
 from metabench.evaluation import MetaEvaluator
 from metabench.tasks.toy.envs import PointGoalEnv
 from metabench.wrappers import Trial
+from tests.factories import PEARL_ON_POINTGOAL, explore_pointgoal
 
-TINY: dict[str, Any] = {
-    "n_train_tasks": 3,
-    "latent_size": 2,
-    "hidden_sizes": (16, 16),
-    "encoder_hidden_sizes": (16,),
-    "meta_batch_size": 2,
-    "num_initial_steps": 20,
-    "num_tasks_sample": 2,
-    "num_steps_prior": 20,
-    "num_extra_rl_steps_posterior": 20,
-    "num_train_steps_per_itr": 3,
-    "batch_size": 8,
-    "embedding_batch_size": 6,
-    "use_next_obs_in_context": True,
-}
+TINY = {**PEARL_ON_POINTGOAL, "use_next_obs_in_context": True}
 GOAL = {"goal": [0.3, -0.2]}
 HORIZON = 5
 
@@ -80,36 +67,9 @@ def test_the_wrapper_shows_the_observation_each_step_reached_final_ones_included
     assert not np.allclose(shown[HORIZON - 1][3:], start)
 
 
-def explore(algo: PEARL, episodes: int) -> tuple[EpisodeBatch, list[np.ndarray], list[Any]]:
-    """Exploration episodes as the sequential meta-test runs them; with their actions and
-    each episode's belief at its first step."""
-    env = algo.wrap_env(Trial(PointGoalEnv(horizon=HORIZON), episodes_per_trial=episodes))
-    obs, _ = env.reset(seed=0, options={"task": GOAL})
-    policy = algo.get_exploration_policy()
-    recorded, actions, beliefs = [], [], []
-    for _ in range(episodes):
-        policy.reset()
-        recorder = EpisodeRecorder()
-        while True:
-            action = policy.get_action(obs)
-            if not recorder.rewards:
-                rows = policy.policies  # type: ignore[attr-defined]
-                beliefs.append((rows.means[0].clone(), rows.variances[0].clone()))
-            actions.append(action)
-            after, reward, terminated, truncated, info = env.step(action)
-            ended = bool(terminated or truncated or info.get("episode_end"))
-            recorder.record(obs, action, float(reward), ended=ended, terminated=False)
-            obs = after
-            if ended:
-                recorder.last_observation = after  # as the meta-test records it
-                break
-        recorded.append(recorder.path())
-    return EpisodeBatch.from_list(recorded), actions, beliefs
-
-
 def test_meta_test_context_is_o_a_r_and_the_observation_reached():
     algo = trained()
-    episodes, actions, beliefs = explore(algo, episodes=3)
+    episodes, actions, beliefs = explore_pointgoal(algo, GOAL["goal"], 3, HORIZON)
     context = episode_context(episodes, obs_dim=2, next_observation=True)
     pairs = replayed(actions, episodes=3)
     by_hand = np.stack(

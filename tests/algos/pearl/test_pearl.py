@@ -23,7 +23,6 @@ from metabench.algos.pearl import (
     bytes_per_transition,
     episode_context,
     kl_from_prior,
-    pearl_env,
     policy_loss,
     product_of_gaussians,
     q_loss,
@@ -32,28 +31,14 @@ from metabench.algos.pearl import (
     v_loss,
 )
 from metabench.algos.pearl.networks import make_actor, sample_actions
-from metabench.data import EpisodeBatch, EpisodeRecorder
+from metabench.data import EpisodeBatch
 from metabench.evaluation import MetaEvaluator
 from metabench.harness.run import RunDirectory
 from metabench.tasks.base import ListTaskSampler
 from metabench.tasks.toy.envs import PointGoalEnv
-from metabench.wrappers import Trial
+from tests.factories import PEARL_ON_POINTGOAL, explore_pointgoal
 
-TINY: dict[str, Any] = {
-    "n_train_tasks": 3,
-    "latent_size": 2,
-    "hidden_sizes": (16, 16),
-    "encoder_hidden_sizes": (16,),
-    "meta_batch_size": 2,
-    "num_initial_steps": 20,
-    "num_tasks_sample": 2,
-    "num_steps_prior": 20,
-    "num_extra_rl_steps_posterior": 20,
-    "num_train_steps_per_itr": 3,
-    "batch_size": 8,
-    "embedding_batch_size": 6,
-}
-"""PointGoal (episodes of 20 steps): one episode per phase, a few gradient steps."""
+TINY = PEARL_ON_POINTGOAL
 
 
 def tiny(seed: int = 0, **overrides: Any) -> PEARL:
@@ -68,32 +53,6 @@ def numpy_mlp(module: torch.nn.Module, x: np.ndarray) -> np.ndarray:
         if i < len(linears) - 1:
             x = np.maximum(x, 0.0)
     return x
-
-
-def rollout(algo: PEARL, goal: list[float], episodes: int) -> tuple[EpisodeBatch, list[Any]]:
-    """``episodes`` exploration episodes of one PointGoal task through PEARL's ``wrap_env``, as
-    the meta-test runs them; the batch and the policy's belief at each episode's first step."""
-    env = pearl_env(Trial(PointGoalEnv(), episodes_per_trial=episodes))
-    env.unwrapped.set_task({"goal": goal})
-    obs, _ = env.reset(seed=0)
-    policy = algo.get_exploration_policy()
-    recorded, beliefs = [], []
-    for _ in range(episodes):
-        policy.reset()
-        recorder = EpisodeRecorder()
-        while True:
-            action = policy.get_action(obs)
-            if not recorder.rewards:
-                rows = policy.policies  # type: ignore[attr-defined]
-                beliefs.append((rows.means[0].clone(), rows.variances[0].clone()))
-            obs_next, reward, terminated, truncated, info = env.step(action)
-            ended = bool(terminated or truncated or info.get("episode_end"))
-            recorder.record(obs, action, float(reward), ended=ended, terminated=False)
-            obs = obs_next
-            if ended:
-                break
-        recorded.append(recorder.path())
-    return EpisodeBatch.from_list(recorded), beliefs
 
 
 # -- the encoder ----------------------------------------------------------------------------------
@@ -295,7 +254,7 @@ def test_adapted_posterior_comes_from_the_exploration_episodes_only():
     full of other tasks' transitions leave the adapted posterior as it was."""
     algo = tiny()
     algo.train(1)
-    episodes, _ = rollout(algo, [0.3, -0.2], episodes=2)
+    episodes, _ = explore_pointgoal(algo, [0.3, -0.2], episodes=2)[::2]
     expected = algo.encoder(torch.as_tensor(episode_context(episodes, obs_dim=2)))
     # the context, assembled by hand: observation (the reward column dropped), action, reward
     by_hand = np.concatenate(
@@ -322,16 +281,15 @@ def test_adapted_posterior_comes_from_the_exploration_episodes_only():
     # the buffer's context would have given another posterior: the check can fail
     from_buffer = algo.encoder(algo._context([0]))[0][0]
     assert not torch.allclose(from_buffer, second[0])
-    other, _ = rollout(algo, [-0.4, 0.4], episodes=2)
-    assert not torch.equal(
-        algo.adapt_policy(algo.get_exploration_policy(), other).policies.means[0], second[0]
-    )  # type: ignore[attr-defined]
+    other, _ = explore_pointgoal(algo, [-0.4, 0.4], episodes=2)[::2]
+    adapted_to_other = algo.adapt_policy(algo.get_exploration_policy(), other)
+    assert not torch.equal(adapted_to_other.policies.means[0], second[0])  # type: ignore[attr-defined]
 
 
 def test_exploration_draws_z_from_the_prior_then_from_the_posterior_so_far():
     algo = tiny(exploration_prior_episodes=2)
     algo.train(1)
-    episodes, beliefs = rollout(algo, [0.2, 0.4], episodes=4)
+    episodes, beliefs = explore_pointgoal(algo, [0.2, 0.4], episodes=4)[::2]
     for mean, variance in beliefs[:2]:
         assert torch.equal(mean, torch.zeros(2)) and torch.equal(variance, torch.ones(2))
     parts = episodes.split()
