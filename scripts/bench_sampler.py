@@ -22,6 +22,7 @@ of the physics is comparable. Run from the repository root::
 
     .venv/bin/python scripts/bench_sampler.py            # about 2 minutes on 2 cores
     .venv/bin/python scripts/bench_sampler.py --rounds 3 --horizon 50 --no-sync
+    .venv/bin/python scripts/bench_sampler.py --protocol oyster --threads 1   # one core
 
 ``tests/benchmarks/test_sampler_speed.py`` imports :func:`measure` for the 75% check.
 """
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Callable
+from typing import get_args
 
 import gymnasium as gym
 import mujoco
@@ -39,7 +41,7 @@ import torch
 from mujoco import rollout
 
 from metabench.harness.timing import best_times
-from metabench.tasks.halfcheetah.envs import HalfCheetahVelEnv
+from metabench.tasks.halfcheetah.envs import HalfCheetahProtocol, HalfCheetahVelEnv
 from metabench.tasks.halfcheetah.vector import HalfCheetahVelVectorEnv, PhysicsBackend
 
 FRAME_SKIP = 5
@@ -82,11 +84,14 @@ def make_contenders(
     backend: PhysicsBackend = "exact",
     sync: bool = True,
     long_rollout: bool = True,
+    protocol: HalfCheetahProtocol = "garage",
 ) -> tuple[dict[str, Callable[[], None]], Callable[[], None]]:
     """The timed functions, each sampling one batch of episodes, and a function closing them."""
     threads = threads or os.cpu_count() or 1
     policy = make_policy()
-    vec = HalfCheetahVelVectorEnv(num_envs, horizon=horizon, processes=threads, backend=backend)
+    vec = HalfCheetahVelVectorEnv(
+        num_envs, horizon=horizon, processes=threads, backend=backend, protocol=protocol
+    )
     vec.reset(seed=0)
 
     # (a) raw: same model and reset states as the vector env, open-loop actions of the same law.
@@ -140,7 +145,7 @@ def make_contenders(
     closers: list[Callable[[], None]] = [vec.close, pool.close]
     if sync:
         sync_env = gym.vector.SyncVectorEnv(
-            [lambda: HalfCheetahVelEnv(horizon=horizon) for _ in range(num_envs)]
+            [lambda: HalfCheetahVelEnv(horizon=horizon, protocol=protocol) for _ in range(num_envs)]
         )
 
         def sync_vector_env() -> None:
@@ -167,6 +172,7 @@ def measure(
     sync: bool = True,
     long_rollout: bool = True,
     torch_threads: int = 1,
+    protocol: HalfCheetahProtocol = "garage",
 ) -> dict[str, float]:
     """Cheetah-steps/s of each contender, best of ``rounds`` interleaved rounds.
 
@@ -175,7 +181,9 @@ def measure(
     """
     previous = torch.get_num_threads()
     torch.set_num_threads(torch_threads)
-    contenders, close = make_contenders(num_envs, horizon, threads, backend, sync, long_rollout)
+    contenders, close = make_contenders(
+        num_envs, horizon, threads, backend, sync, long_rollout, protocol
+    )
     try:
         best = best_times(contenders, rounds)
     finally:
@@ -193,6 +201,9 @@ def main() -> None:
     parser.add_argument("--backend", choices=["exact", "rollout"], default="exact")
     parser.add_argument("--torch-threads", type=int, default=1)
     parser.add_argument("--no-sync", action="store_true", help="skip the slow SyncVectorEnv")
+    parser.add_argument(
+        "--protocol", choices=get_args(HalfCheetahProtocol), default="garage", help="whose variant"
+    )
     args = parser.parse_args()
 
     rates = measure(
@@ -203,9 +214,11 @@ def main() -> None:
         args.backend,
         sync=not args.no_sync,
         torch_threads=args.torch_threads,
+        protocol=args.protocol,
     )
     print(
-        f"{args.num_envs} HalfCheetahVel cheetahs x horizon {args.horizon}, threads "
+        f"{args.num_envs} HalfCheetahVel cheetahs ({args.protocol}'s protocol) x horizon "
+        f"{args.horizon}, threads "
         f"{args.threads} (os.cpu_count() = {os.cpu_count()}), {args.torch_threads} torch "
         f"thread(s); best of {args.rounds} interleaved rounds"
     )

@@ -246,17 +246,10 @@ class BenchmarkSpec:
 
     @property
     def batched_vector_env(self) -> bool:
-        """Whether the task family's batched vector env (``gymnasium.make_vec``'s default for
-        the id) steps this benchmark's envs: it has one, for the protocol the benchmark sets."""
+        """Whether the task family has a batched vector env (``gymnasium.make_vec``'s default
+        for the id) to step this benchmark's envs."""
         declared = self.declaration
-        if declared is None or declared.vector_entry_point is None:
-            return False
-        protocols = declared.vector_protocols
-        return (
-            protocols is None
-            or "protocol" not in self.env_kwargs
-            or (self.env_kwargs["protocol"] in protocols)
-        )
+        return declared is not None and declared.vector_entry_point is not None
 
 
 ENV_SCHEMA = {

@@ -39,8 +39,6 @@ class TaskEnvDeclaration:
     :param reward_scale: the RL2 id's default reward scale (RL2-PPO's on the benchmark).
     :param vector_entry_point: ``"module:Class"`` of a vector env that steps many of these envs
         as one (``gymnasium.make_vec``'s default for the id), or ``None``.
-    :param vector_protocols: the task env's ``protocol`` values the vector env steps (``None``:
-        all); a benchmark of another protocol steps its envs one by one.
     :param score: what its benchmarks publish as their measure, and what comparisons score
         runs by: ``"return"``, or ``"success"`` (Meta-World's). A success that is only a side
         measure (PointGoal's: within one step of the goal, which a wandering policy reaches more
@@ -54,7 +52,6 @@ class TaskEnvDeclaration:
     episodes_per_trial: int
     reward_scale: float = 1.0
     vector_entry_point: str | None = None
-    vector_protocols: tuple[str, ...] | None = None
     score: Literal["return", "success"] = "return"
     steps_in_workers: bool = False
 

@@ -63,13 +63,24 @@ def test_episode_batch_of_a_family_stepped_in_workers_is_sharded_over_the_run_pr
 
 
 @pytest.mark.mujoco
-def test_episode_batch_of_a_family_with_a_batched_env_gets_it_on_the_run_processes() -> None:
-    declared = Declared("metabench/HalfCheetahVel-v0", batched_vector_env=True, env_kwargs={})
+@pytest.mark.parametrize(
+    ("env_kwargs", "dtype"),
+    [({}, np.float64), ({"protocol": "oyster", "horizon": 200}, np.float32)],
+)
+def test_episode_batch_of_a_family_with_a_batched_env_gets_it_on_the_run_processes(
+    env_kwargs: dict[str, Any], dtype: type
+) -> None:
+    """Whatever the protocol: the batched env builds its template with the benchmark's
+    arguments (oyster's observations are float32)."""
+    declared = Declared(
+        "metabench/HalfCheetahVel-v0", batched_vector_env=True, env_kwargs=env_kwargs
+    )
     for processes, expected in ((2, 2), (None, os.cpu_count())):
         venv = RunEnvs(declared, processes=processes).episode_batch(3)
         try:
             assert type(venv).__name__ == "HalfCheetahVelVectorEnv"
             assert venv.processes == expected  # type: ignore[attr-defined]
+            assert venv.single_observation_space.dtype == dtype
         finally:
             venv.close()
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import copy
 import itertools
 import pickle
-from typing import Any
 
 import gymnasium as gym
 import mujoco
@@ -27,7 +26,6 @@ from metabench.tasks.halfcheetah.envs import (
     OYSTER_N_TASKS,
     OYSTER_TASK_COUNTS,
     HalfCheetahDirEnv,
-    HalfCheetahTaskEnv,
     HalfCheetahVelEnv,
     oyster_tasks,
 )
@@ -260,23 +258,46 @@ def test_an_unknown_protocol_is_refused(cls):
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 @pytest.mark.parametrize(
-    ("name", "vector_cls"),
-    [("HalfCheetahVel", HalfCheetahVelVectorEnv), ("HalfCheetahDir", HalfCheetahDirVectorEnv)],
-)
-def test_the_batched_vector_env_refuses_them_and_names_the_sync_one(name, vector_cls, protocol):
-    with pytest.raises(ConfigError, match=r"vectorization_mode='sync'") as caught:
-        vector_cls(2, protocol=protocol, processes=1)
-    assert "\n" not in str(caught.value)
-    with pytest.raises(ConfigError, match=r"steps protocol='garage' only"):
-        gym.make_vec(f"metabench/{name}-v0", num_envs=2, protocol=protocol, processes=1)
-    kwargs: dict[str, Any] = {"protocol": protocol, "horizon": 200}
-    envs = gym.make_vec(f"metabench/{name}-v0", num_envs=2, vectorization_mode="sync", **kwargs)
-    try:
-        obs, _ = envs.reset(seed=0)
-        assert obs.shape == (2, 20) and obs.dtype == np.float32
-        assert isinstance(envs.unwrapped, gym.vector.SyncVectorEnv)
-        subs = [env.unwrapped for env in envs.unwrapped.envs]
-        assert all(isinstance(sub, HalfCheetahTaskEnv) for sub in subs)
-        assert [sub.protocol for sub in subs] == [protocol, protocol]  # type: ignore[attr-defined]
-    finally:
-        envs.close()
+    ("name", "vector_cls", "single_cls", "tasks"),
+    [
+        ("HalfCheetahVel", HalfCheetahVelVectorEnv, HalfCheetahVelEnv,
+         [{"velocity": v} for v in (0.3, 1.4, 2.9)]),
+        ("HalfCheetahDir", HalfCheetahDirVectorEnv, HalfCheetahDirEnv,
+         [{"direction": d} for d in (1.0, -1.0, 1.0)]),
+    ],
+)  # fmt: skip
+def test_the_batched_vector_env_steps_them_as_the_single_env(
+    name, vector_cls, single_cls, tasks, protocol
+):
+    """The same bits as single envs of the protocol, for a whole episode of actions beyond
+    [-1, 1] (oyster clips them, VariBAD hands them on and MuJoCo clamps the actuators)."""
+    n = len(tasks)
+    venv = gym.make_vec(f"metabench/{name}-v0", num_envs=n, protocol=protocol, horizon=20,
+                        processes=2).unwrapped  # fmt: skip
+    assert isinstance(venv, vector_cls)
+    single = single_cls(protocol=protocol, horizon=20)
+    assert venv.single_observation_space == single.observation_space  # float32
+    assert venv.single_action_space == single.action_space
+    obs, _ = venv.reset(seed=0, options={"tasks": tasks})
+    qpos, qvel = venv.get_states()
+    envs = [single_cls(protocol=protocol, horizon=20) for _ in range(n)]
+    for i, env in enumerate(envs):
+        env.reset(seed=i, options={"task": tasks[i]})
+        mujoco.mj_resetData(env.model, env.data)  # the vector env's start state
+        env.set_state(qpos[i], qvel[i])
+        np.testing.assert_array_equal(obs[i], env._get_obs())
+    rng = np.random.default_rng(3)
+    for t in range(20):
+        actions = rng.normal(0.0, 1.5, size=(n, 6))
+        obs, rewards, terminated, truncated, _ = venv.step(actions)
+        assert obs.dtype == np.float32
+        for i, env in enumerate(envs):
+            obs_i, reward_i, term_i, trunc_i, _ = env.step(actions[i])
+            np.testing.assert_array_equal(obs[i], obs_i, err_msg=f"t={t} env {i}")
+            assert rewards[i] == reward_i
+            assert (terminated[i], truncated[i]) == (term_i, trunc_i)
+    assert truncated.all()
+    # the protocol's task distribution: oyster's and VariBAD's velocities reach 3
+    drawn = venv.sample_tasks(200, np.random.default_rng(0))
+    assert drawn == single.sample_tasks(200, np.random.default_rng(0))
+    venv.close()

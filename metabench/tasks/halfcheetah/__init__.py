@@ -16,7 +16,6 @@ FAMILY = TaskFamily(
             f"metabench.tasks.halfcheetah.envs:{name}Env",
             episodes_per_trial=4,
             vector_entry_point=f"metabench.tasks.halfcheetah.vector:{name}VectorEnv",
-            vector_protocols=("garage",),  # oyster's and VariBAD's variants step one by one
         )
         for name in ("HalfCheetahVel", "HalfCheetahDir")
     }

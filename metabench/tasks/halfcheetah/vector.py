@@ -5,10 +5,11 @@ policy call per step; stepping them one Python ``Env`` at a time costs more than
 This env keeps every cheetah's state in one array and advances them all on every core, computing
 observations and rewards with array operations. Per sub-env it behaves like
 :class:`~metabench.tasks.halfcheetah.HalfCheetahVelEnv` /
-:class:`~metabench.tasks.halfcheetah.HalfCheetahDirEnv`: same model, actions cast to the action
-space's float32, frame skip, garage's 20-float observation (with the torso position MuJoCo
-computed at the start of the last substep, as the single env reports it), reward, reset noise and
-task protocol.
+:class:`~metabench.tasks.halfcheetah.HalfCheetahDirEnv` of the same ``protocol`` (garage's,
+oyster's or VariBAD's): same model, actions cast to the action space's float32 and passed through
+the protocol's action path, frame skip, the 20-float observation (with the torso position MuJoCo
+computed at the start of the last substep, as the single env reports it; float32 under oyster's
+and VariBAD's protocols), reward, reset noise and task distribution.
 
 Two physics backends:
 
@@ -62,7 +63,6 @@ from typing import Any, Literal, NoReturn
 
 import mujoco
 import numpy as np
-from gymnasium.spaces import Box
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 from mujoco import rollout as mj_rollout
@@ -71,12 +71,12 @@ from metabench.errors import InvalidActionError, InvalidTaskError, StepBeforeRes
 from metabench.tasks.base import Task
 from metabench.tasks.halfcheetah.envs import (
     CTRL_COST_WEIGHT,
-    OBS_DIM,
     HalfCheetahDirEnv,
+    HalfCheetahProtocol,
     HalfCheetahTaskEnv,
     HalfCheetahVelEnv,
 )
-from metabench.validation import ConfigError, check_count
+from metabench.validation import check_count
 from metabench.workers import WorkerDied, WorkerPool, worker_started
 
 PhysicsBackend = Literal["exact", "rollout"]
@@ -291,7 +291,8 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         self.processes = processes
         self.backend: PhysicsBackend = backend
         self.horizon: int = task_env.horizon
-        self.single_observation_space = Box(-np.inf, np.inf, shape=(OBS_DIM,), dtype=np.float64)
+        self.single_observation_space = task_env.observation_space
+        self._float32_obs = task_env._float32_obs
         self.single_action_space = task_env.action_space
         self._action_scaling = task_env.action_scaling
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -534,7 +535,8 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         return array
 
     def _observations(self) -> np.ndarray:
-        return np.concatenate((self._state[:, self._obs_cols], self._xpos), axis=1)
+        obs = np.concatenate((self._state[:, self._obs_cols], self._xpos), axis=1)
+        return obs.astype(np.float32) if self._float32_obs else obs
 
     def _set_states(self, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """``mj_resetData`` (zero time, warm start, ctrl), set qpos and qvel, ``mj_forward``."""
@@ -605,30 +607,33 @@ class HalfCheetahVelVectorEnv(HalfCheetahVectorEnv):
     """``num_envs`` :class:`~metabench.tasks.halfcheetah.HalfCheetahVelEnv` stepped together.
 
     :param num_envs: number of cheetahs (a MAML meta-batch: tasks x episodes per task).
-    :param velocity_range: goal velocities of :meth:`sample_tasks`, as the single env's.
+    :param velocity_range: goal velocities of :meth:`sample_tasks`, as the single env's
+        (``None``: the protocol's).
     :param horizon: episode length, shared by all sub-envs.
     :param action_scale: the single env's action normalisation, applied to every row.
     :param processes: processes (``"exact"``) or threads (``"rollout"``) to use (``None``: all
         cores).
     :param backend: ``"exact"`` or ``"rollout"`` (see the module doc).
-    :param protocol: ``"garage"`` only (see :func:`_check_protocol`).
+    :param protocol: whose variant, as the single env's.
     """
 
     def __init__(
         self,
         num_envs: int,
-        velocity_range: tuple[float, float] = (0.0, 2.0),
+        velocity_range: tuple[float, float] | None = None,
         horizon: int = 200,
         action_scale: float | None = None,
         *,
         processes: int | None = None,
         backend: PhysicsBackend = "exact",
-        protocol: str = "garage",
+        protocol: HalfCheetahProtocol = "garage",
     ) -> None:
-        _check_protocol(type(self).__name__, protocol)
         super().__init__(
             HalfCheetahVelEnv(
-                velocity_range=velocity_range, horizon=horizon, action_scale=action_scale
+                velocity_range=velocity_range,
+                horizon=horizon,
+                action_scale=action_scale,
+                protocol=protocol,
             ),
             num_envs,
             processes=processes,
@@ -642,7 +647,7 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
 
     :param horizon: episode length, shared by all sub-envs (100 as the single env).
     :param action_scale: the single env's action normalisation, applied to every row.
-    :param protocol: ``"garage"`` only (see :func:`_check_protocol`).
+    :param protocol: whose variant, as the single env's.
     """
 
     def __init__(
@@ -653,24 +658,13 @@ class HalfCheetahDirVectorEnv(HalfCheetahVectorEnv):
         *,
         processes: int | None = None,
         backend: PhysicsBackend = "exact",
-        protocol: str = "garage",
+        protocol: HalfCheetahProtocol = "garage",
     ) -> None:
-        _check_protocol(type(self).__name__, protocol)
         super().__init__(
-            HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale),
+            HalfCheetahDirEnv(horizon=horizon, action_scale=action_scale, protocol=protocol),
             num_envs,
             processes=processes,
             backend=backend,
-        )
-
-
-def _check_protocol(name: str, protocol: str) -> None:
-    """Refuse oyster's and VariBAD's protocols: their float32 observation and clipped action path
-    are not in this env's array code, and Gymnasium's vector envs step them as they are."""
-    if protocol != "garage":
-        raise ConfigError(
-            f"{name} steps protocol='garage' only, got protocol={protocol!r}: pass "
-            f"vectorization_mode='sync' to gym.make_vec (Gymnasium's SyncVectorEnv) for it"
         )
 
 
