@@ -292,7 +292,6 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
         self.backend: PhysicsBackend = backend
         self.horizon: int = task_env.horizon
         self.single_observation_space = task_env.observation_space
-        self._float32_obs = task_env._float32_obs
         self.single_action_space = task_env.action_space
         self._action_scaling = task_env.action_scaling
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
@@ -536,7 +535,8 @@ class HalfCheetahVectorEnv(VectorEnv[np.ndarray, np.ndarray, np.ndarray]):
 
     def _observations(self) -> np.ndarray:
         obs = np.concatenate((self._state[:, self._obs_cols], self._xpos), axis=1)
-        return obs.astype(np.float32) if self._float32_obs else obs
+        # the protocol's dtype (float32 for oyster's and VariBAD's): no copy for garage's float64
+        return obs.astype(self.single_observation_space.dtype, copy=False)
 
     def _set_states(self, qpos: np.ndarray, qvel: np.ndarray) -> None:
         """``mj_resetData`` (zero time, warm start, ctrl), set qpos and qvel, ``mj_forward``."""
