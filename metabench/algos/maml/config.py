@@ -98,6 +98,15 @@ class MAMLConfig:
     )
     init_std: float = option(1.0, "initial action std of the policy (garage: 1.0)", low=0.0,
                              low_open=True)  # fmt: skip
+    action_scale: float = option(
+        1.0,
+        "the policy acts in units action_scale times the env's, its actions divided by "
+        "action_scale on the way out (pytorch-maml-rl's normalization_scale, for protocols "
+        "whose action path is fixed; init_std is in the policy's units)",
+        low=0.0,
+        low_open=True,
+        recorded_at_default=False,
+    )
     update_threads: int = option(
         1,
         "torch threads of the update (baselines, adaptation, outer step), when the env workers "

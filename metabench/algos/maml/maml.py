@@ -221,7 +221,12 @@ class MAML(MetaRLAlgorithm):
             with torch.random.fork_rng(devices=[]):  # seeded init without touching global state
                 torch.manual_seed(self.seed)
                 policy = GaussianMLPPolicy.from_spaces(
-                    observation_space, action_space, hidden_sizes, init_std, config.weight_init
+                    observation_space,
+                    action_space,
+                    hidden_sizes,
+                    init_std,
+                    config.weight_init,
+                    config.action_scale,
                 )
         else:
             try:

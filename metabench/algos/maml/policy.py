@@ -54,6 +54,13 @@ class GaussianMLPPolicy(nn.Module):
     :param init_std: initial standard deviation of every action dim (garage: 1.0).
     :param weight_init: ``"pytorch"`` (its default init) or ``"xavier"`` (Xavier-uniform weights,
         zero biases, as Meta-World+'s MAML).
+    :param action_scale: the network acts in units ``action_scale`` times the env's: its mean and
+        std (``init_std`` included) are divided by ``action_scale`` on the way out. An env
+        wrapper that divides the actions (pytorch-maml-rl's ``normalization_scale``, garage's
+        ``expected_action_scale``) gives the same distribution of env actions, but here the
+        gradient steps stay those of the network in its own units (the mean head's SGD step
+        moves the env action ``action_scale**2`` times less than a network acting in env units
+        with the std divided instead), and a protocol whose action path is fixed can keep it.
 
     Example::
 
@@ -70,6 +77,7 @@ class GaussianMLPPolicy(nn.Module):
         hidden_sizes: Sequence[int] = (100, 100),
         init_std: float = 1.0,
         weight_init: str = "pytorch",
+        action_scale: float = 1.0,
     ) -> None:
         super().__init__()
         if obs_dim < 1 or action_dim < 1:
@@ -78,6 +86,9 @@ class GaussianMLPPolicy(nn.Module):
             raise ValueError(f"init_std must be positive, got {init_std}")
         if any(size < 1 for size in hidden_sizes):
             raise ValueError(f"hidden_sizes must be positive, got {tuple(hidden_sizes)}")
+        if not action_scale > 0:
+            raise ValueError(f"action_scale must be positive, got {action_scale}")
+        self.action_scale = float(action_scale)
         self.obs_dim = int(obs_dim)
         self.action_dim = int(action_dim)
         self.hidden_sizes = tuple(int(size) for size in hidden_sizes)
@@ -105,6 +116,7 @@ class GaussianMLPPolicy(nn.Module):
         hidden_sizes: Sequence[int] = (100, 100),
         init_std: float = 1.0,
         weight_init: str = "pytorch",
+        action_scale: float = 1.0,
     ) -> GaussianMLPPolicy:
         """Build a policy for flat ``Box`` observation and action spaces.
 
@@ -126,13 +138,24 @@ class GaussianMLPPolicy(nn.Module):
             hidden_sizes,
             init_std,
             weight_init,
+            action_scale,
         )
 
     def forward(self, observations: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and log-std, both ``(..., action_dim)``: plain tensors, so ``vmap`` can batch
-        this over stacked parameter sets (a ``Normal`` cannot leave a ``vmap``)."""
-        mean = self.mean_net(observations)
-        return mean, self.log_std.expand_as(mean)
+        """Mean and log-std in the env's units, both ``(..., action_dim)``: plain tensors, so
+        ``vmap`` can batch this over stacked parameter sets (a ``Normal`` cannot leave a
+        ``vmap``)."""
+        return self._in_env_units(self.mean_net(observations), self.log_std)
+
+    def _in_env_units(
+        self, mean: torch.Tensor, log_std: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The network's mean and log-std divided by :attr:`action_scale` (at scale 1, the
+        network's own tensors: no operation added)."""
+        if self.action_scale != 1.0:
+            mean = mean / self.action_scale
+            log_std = log_std - math.log(self.action_scale)
+        return mean, log_std.expand_as(mean)
 
     def mean_log_std(
         self, observations: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None
@@ -155,7 +178,7 @@ class GaussianMLPPolicy(nn.Module):
                 )
             else:
                 x = layer(x)
-        return x, params["log_std"].expand_as(x)
+        return self._in_env_units(x, params["log_std"])
 
     def distribution(
         self, observations: torch.Tensor, params: Mapping[str, torch.Tensor] | None = None
