@@ -8,7 +8,6 @@ import math
 
 import pytest
 import torch
-from torch import nn
 from torch.distributions import Normal
 from torch.func import functional_call
 
