@@ -55,12 +55,12 @@ class GaussianMLPPolicy(nn.Module):
     :param weight_init: ``"pytorch"`` (its default init) or ``"xavier"`` (Xavier-uniform weights,
         zero biases, as Meta-World+'s MAML).
     :param action_scale: the network acts in units ``action_scale`` times the env's: its mean and
-        std (``init_std`` included) are divided by ``action_scale`` on the way out. An env
-        wrapper that divides the actions (pytorch-maml-rl's ``normalization_scale``, garage's
-        ``expected_action_scale``) gives the same distribution of env actions, but here the
-        gradient steps stay those of the network in its own units (the mean head's SGD step
-        moves the env action ``action_scale**2`` times less than a network acting in env units
-        with the std divided instead), and a protocol whose action path is fixed can keep it.
+        std (``init_std`` included) are divided by ``action_scale`` on the way out. The same
+        distribution and the same gradient steps as the network behind an env wrapper that
+        divides its actions (pytorch-maml-rl's ``normalization_scale``, garage's
+        ``expected_action_scale``), for protocols whose action path is fixed. Dividing only
+        ``init_std`` gives the same initial noise, but a mean-head SGD step ``action_scale**2``
+        times as long in the env's units.
 
     Example::
 
