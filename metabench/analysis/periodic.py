@@ -175,7 +175,7 @@ def best_during_training_markdown(bests: Sequence[BestDuringTraining]) -> str:
         refs = [
             f"{ref.algorithm} {format_number(ref.value, 3)} ({ref.setting}; {ref.source})"
             for ref in published
-            if ref.benchmark == benchmark
+            if ref.applies_to(benchmark)
             and ref.metric == PUBLISHED_SUCCESS_METRIC
             and ref.value is not None
         ]

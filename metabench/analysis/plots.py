@@ -304,7 +304,7 @@ def _draw_published(ax: Axes, benchmark: str) -> None:
     published = [
         ref
         for ref in load_references()
-        if ref.benchmark == benchmark
+        if ref.applies_to(benchmark)
         and ref.metric == PUBLISHED_SUCCESS_METRIC
         and ref.value is not None
     ]

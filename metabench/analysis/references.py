@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,11 +20,16 @@ class Reference:
     """A published setting (and number, where one exists) to print beside ours."""
 
     benchmark: str
+    """A benchmark's name, or a glob of names (``AntDir-*``: one setting for every protocol)."""
     algorithm: str
     setting: str
     source: str
     metric: str | None = None
     value: float | None = None
+
+    def applies_to(self, benchmark: str) -> bool:
+        """Whether this entry is about ``benchmark`` (by name or glob)."""
+        return fnmatch.fnmatchcase(benchmark, self.benchmark)
 
 
 def load_references() -> list[Reference]:
@@ -37,4 +43,4 @@ def references_for(benchmarks: Iterable[str]) -> list[Reference]:
     lists the published settings of the benchmarks it holds results of (a HalfCheetahVel grid's
     page, none of Meta-World's)."""
     wanted = set(benchmarks)
-    return [ref for ref in load_references() if ref.benchmark in wanted]
+    return [ref for ref in load_references() if any(map(ref.applies_to, wanted))]

@@ -40,3 +40,22 @@ def test_a_results_page_lists_the_published_settings_of_its_benchmarks_only(tmp_
     assert "| HalfCheetahVel |" in half_cheetah and "| ML10 |" not in half_cheetah
     assert "| ML10 |" in page("HalfCheetahVel", "ML10")
     assert "## Published settings and numbers" not in page("Bandit")
+
+
+def test_an_entry_named_by_a_glob_is_listed_for_every_benchmark_it_matches_and_no_other():
+    glob = next(r for r in load_references() if r.benchmark == "AntDir-*")
+    assert glob in references_for(["AntDir-oyster"]) and glob in references_for(["AntDir-varibad"])
+    assert glob not in references_for(["AntGoal-oyster", "HalfCheetahDir-varibad"])
+    point = next(r for r in load_references() if r.benchmark == "*PointRobot-*")
+    assert point in references_for(["SparsePointRobot-oyster"])
+    assert point in references_for(["PointRobot-varibad"])
+
+
+def test_every_entry_names_or_matches_a_registered_benchmark():
+    import fnmatch
+
+    from metabench.harness.benchmarks import load_benchmarks
+
+    names = set(load_benchmarks())
+    unmatched = [r.benchmark for r in load_references() if not fnmatch.filter(names, r.benchmark)]
+    assert unmatched == []
