@@ -97,6 +97,16 @@ class MetaRLAlgorithm(abc.ABC):
     records (``result.json``, the periodic meta-tests, TensorBoard) includes them, so that
     runs of different algorithms compare at the environment steps they really took."""
 
+    @property
+    def env_steps_taken(self) -> int | None:
+        """The environment steps stepped so far, the initial collection included, for an
+        algorithm whose episodes can end before the horizon where its budget counts each at the
+        horizon (MAML's fixed episode counts, PEARL's whole episodes): the budget buys
+        iterations, this says what they cost. ``None`` (the default): exactly
+        ``initial_steps + iterations * steps_per_iteration``, or not counted (an agent saved
+        before it was)."""
+        return None
+
     uses_device: ClassVar[bool] = False
     """Whether :meth:`from_benchmark` puts networks on ``device`` (the torch algorithms); the
     others run on the CPU whatever ``--device`` says, and their runs record the CPU."""

@@ -111,7 +111,7 @@ def results_markdown(
         curve = " → ".join(format_number(v) for v in metatest.return_per_episode)
         lines.append(
             f"| {config.benchmark} | {config.algorithm} | {config.seed} | "
-            f"{result.env_steps:,} | {format_duration(result.wall_time_s)} | {curve} | "
+            f"{_steps(result)} | {format_duration(result.wall_time_s)} | {curve} | "
             f"{format_number(test_return)} | {format_number(success)} | "
             f"`{path.parent.relative_to(root)}` | {_agent(path.parent, result)} |"
         )
@@ -256,6 +256,15 @@ CSV_COLUMNS = (
     "metaworld_success_high",
 )
 """Columns of :func:`summary_csv`."""
+
+
+def _steps(result: RunResult) -> str:
+    """The env steps the budget counts, and those stepped where they differ (MAML's episodes
+    that end before the horizon)."""
+    taken = result.env_steps_taken
+    if taken is None or taken == result.env_steps:
+        return f"{result.env_steps:,}"
+    return f"{result.env_steps:,} ({taken:,} taken)"
 
 
 def _cell(value: float | None) -> str:

@@ -142,6 +142,7 @@ def _train_locked(
         provenance=record,
         iterations=n_iterations,
         env_steps=trainer.initial_steps + n_iterations * trainer.steps_per_iteration,
+        env_steps_taken=algo.env_steps_taken,
         wall_time_s=trainer.wall_time,
         metatrain=dict(trainer.stats),
         metatest=MetaTestRecord.of(final),

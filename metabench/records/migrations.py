@@ -15,9 +15,11 @@ only ever see the newest form.
   task's ``episode_success_steps`` and ``episode_returns_to_success`` (meta-test).
 * Version 3: every file records its ``version`` and every field, ``null`` where a run has
   none.
-* Version 4 (:data:`VERSION`): ``processes`` is only ever a count of processes. The true/false
-  options of the built-in RL2 algorithms that were named for it are ``step_in_workers`` (was
-  ``processes``) and ``update_in_workers`` (was ``update_processes``).
+* Version 4: ``processes`` is only ever a count of processes. The true/false options of the
+  built-in RL2 algorithms that were named for it are ``step_in_workers`` (was ``processes``) and
+  ``update_in_workers`` (was ``update_processes``).
+* Version 5 (:data:`VERSION`): a result records ``env_steps_taken``, the steps stepped where
+  the algorithm counts them apart from its budget's ``env_steps`` (``null`` before).
 
 Only meta-tests recorded their version before version 3: a ``config.json`` without one is of
 version 1 or 2 by its protocol's names, a ``result.json`` of its meta-test's version.
@@ -30,7 +32,7 @@ from typing import Any, Literal
 
 __all__ = ["MIGRATIONS", "VERSION", "Kind", "RecordVersionError", "migrate"]
 
-VERSION = 4
+VERSION = 5
 """The version every record is written in (``"version"`` of each file)."""
 
 Kind = Literal["config", "result", "metatest", "evaluation"]
@@ -169,9 +171,18 @@ def _options_of_version_4(record: Record, kind: Kind) -> Record:
     return {**record, "version": 4}
 
 
+# -- version 4 -> 5 ------------------------------------------------------------------------------
+def _steps_taken_of_version_5(record: Record, kind: Kind) -> Record:
+    """A result gains ``env_steps_taken``, not counted before (``None``)."""
+    if kind == "result":
+        record = {"env_steps_taken": None, **_parts(record, kind, _steps_taken_of_version_5)}
+    return {**record, "version": 5}
+
+
 MIGRATIONS: tuple[Callable[[Record, Kind], Record], ...] = (
     _names_of_version_2,
     _every_field,
     _options_of_version_4,
+    _steps_taken_of_version_5,
 )
 """The step from version ``n`` to ``n + 1`` at index ``n - 1``."""

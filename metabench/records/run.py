@@ -133,6 +133,13 @@ class RunResult:
     :param metatest_protocol: what changes the meta-test's numbers, in one place
         (:func:`metabench.harness.run.metatest_protocol`; ``None``: recorded before it was).
     :param train_evaluation: (Meta-World) the same meta-test on training tasks, after training.
+    :param env_steps: the steps the budget counts: the iterations' ``steps_per_iteration`` and
+        the initial collection.
+    :param env_steps_taken: the steps stepped, where the algorithm counts them apart because
+        its episodes can end before the horizon at which ``env_steps`` counts them (MAML,
+        PEARL: :attr:`~metabench.algos.base.MetaRLAlgorithm.env_steps_taken`). ``None``: exactly
+        ``env_steps`` (the other algorithms), or not counted (recorded before version 5, or
+        resumed from a checkpoint saved before).
     """
 
     config: RunConfig
@@ -145,6 +152,7 @@ class RunResult:
     metatest: MetaTestRecord
     metatest_protocol: dict[str, Any] | None = None
     train_evaluation: MetaTestRecord | None = None
+    env_steps_taken: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """Every field, and the version."""
@@ -156,6 +164,7 @@ class RunResult:
             "provenance": self.provenance,
             "iterations": self.iterations,
             "env_steps": self.env_steps,
+            "env_steps_taken": self.env_steps_taken,
             "wall_time_s": self.wall_time_s,
             "metatrain": dict(self.metatrain),
             "metatest": self.metatest.to_json(),
@@ -172,13 +181,14 @@ class RunResult:
         :raises RecordVersionError: for a version this metabench cannot read.
         """
         result = migrate(data, "result")
-        train = result["train_evaluation"]
+        train, taken = result["train_evaluation"], result["env_steps_taken"]
         return cls(
             config=RunConfig.from_json(result["config"]),
             command=result["command"],
             provenance=dict(result["provenance"]),
             iterations=int(result["iterations"]),
             env_steps=int(result["env_steps"]),
+            env_steps_taken=None if taken is None else int(taken),
             wall_time_s=float(result["wall_time_s"]),
             metatrain={str(k): v for k, v in result["metatrain"].items()},
             metatest=MetaTestRecord.from_json(result["metatest"]),

@@ -38,7 +38,12 @@ from metabench.analysis.stats import (
     summarize,
     t_interval,
 )
-from metabench.analysis.tables import per_task_success_markdown, summary_csv, summary_markdown
+from metabench.analysis.tables import (
+    per_task_success_markdown,
+    results_markdown,
+    summary_csv,
+    summary_markdown,
+)
 from metabench.harness.report import grid_tables
 from metabench.records import EvaluationRecord, RunResult
 from tests.factories import make_result
@@ -680,3 +685,27 @@ def test_tables_are_the_same_bytes_on_every_run(tmp_path: Path, monkeypatch) -> 
         )
     assert pages[0] == pages[1]
     assert "## Comparisons between algorithms" in pages[0][0].decode()
+
+
+def test_the_runs_table_gives_the_steps_taken_where_they_differ_from_the_budget(
+    tmp_path: Path,
+) -> None:
+    """A run whose episodes ended before the horizon shows both counts; one that took what its
+    budget counts, or did not count them, shows the budget's."""
+    taken = {"fell": 1234, "full": 4800, "uncounted": None}
+    runs = [
+        (
+            tmp_path / name / "result.json",
+            dataclasses.replace(
+                make_result(
+                    "WalkerRandParams-oyster", "maml-trpo", seed, [[1.0, 3.0]], env_steps=4800
+                ),
+                env_steps_taken=steps,
+            ),
+        )
+        for seed, (name, steps) in enumerate(taken.items())
+    ]
+    page = results_markdown(tmp_path, runs, [])
+    rows = {line.split(" | ")[-2]: line.split(" | ")[3] for line in page.splitlines()
+            if line.startswith("| WalkerRandParams-oyster | maml-trpo |")}  # fmt: skip
+    assert rows == {"`fell`": "4,800 (1,234 taken)", "`full`": "4,800", "`uncounted`": "4,800"}

@@ -4,6 +4,7 @@ wrote it."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -111,7 +112,7 @@ EXPECTED_CONFIG = RunConfig(
 
 
 def test_one_migration_per_version_step() -> None:
-    assert VERSION == 4 and len(MIGRATIONS) == VERSION - 1
+    assert VERSION == 5 and len(MIGRATIONS) == VERSION - 1
 
 
 def test_a_meta_test_of_each_version_reads_as_the_same_record() -> None:
@@ -232,3 +233,20 @@ def test_rl2_options_named_processes_take_their_version_4_names() -> None:
     assert result.config == config
     plugin = {**v3, "algorithm_spec": {"entry_point": "mine:ALGO"}}
     assert RunConfig.from_json(plugin).hyperparameters == v3["hyperparameters"]
+
+
+def test_a_result_of_version_4_has_no_count_of_the_steps_taken() -> None:
+    """Version 5 records ``env_steps_taken``; a version-4 result reads with ``None`` (not
+    counted), and a count written reads back."""
+    counted = RunResult(
+        config=EXPECTED_CONFIG, command="c", provenance={}, iterations=1, env_steps=10,
+        wall_time_s=1.0, metatrain={}, metatest=EXPECTED_METATEST, env_steps_taken=7,
+    )  # fmt: skip
+    current = json.loads(json.dumps(counted.to_json()))
+    assert current["version"] == VERSION and current["env_steps_taken"] == 7
+    assert RunResult.from_json(current) == counted
+    v4 = {**current, "version": 4, "config": {**current["config"], "version": 4}}
+    del v4["env_steps_taken"]
+    kept = copy.deepcopy(v4)
+    assert RunResult.from_json(v4) == dataclasses.replace(counted, env_steps_taken=None)
+    assert v4 == kept

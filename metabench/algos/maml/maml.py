@@ -243,6 +243,7 @@ class MAML(MetaRLAlgorithm):
             ALGORITHM_EVALUATION_TORCH.seed(self.seed)
         )
         self.iteration = 0
+        self._env_steps_taken: int | None = 0
         self.history: list[MAMLIterationStats] = []
         self._outer_optimizer: torch.optim.Adam | None = None
         if config.outer_optimizer == "adam":
@@ -269,6 +270,13 @@ class MAML(MetaRLAlgorithm):
         post-update batch of ``meta_batch_size * episodes_per_task`` episodes (0 if unknown)."""
         episodes = 2 * self.config.meta_batch_size * self.config.episodes_per_task
         return episodes * (self.horizon or 0)
+
+    @property
+    def env_steps_taken(self) -> int | None:
+        """The steps of every iteration's episodes, which end at the horizon or earlier (a
+        walker that falls), where ``steps_per_iteration`` counts each at the horizon; ``None``
+        after resuming from a checkpoint saved before it was counted."""
+        return self._env_steps_taken
 
     # -- named steps -------------------------------------------------------------------------
     def collect(self, tasks: Sequence[Task], param_sets: Sequence[Params]) -> list[EpisodeBatch]:
@@ -509,6 +517,8 @@ class MAML(MetaRLAlgorithm):
             + sum(e.n_steps for e in valid_episodes),
         )
         self.iteration += 1
+        if self._env_steps_taken is not None:
+            self._env_steps_taken += stats.env_steps
         return stats
 
     def get_exploration_policy(self) -> GaussianPolicy:
@@ -554,7 +564,8 @@ class MAML(MetaRLAlgorithm):
 
     # -- checkpoints ------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Policy parameters, iteration count and every random state, for exact resumption.
+        """Policy parameters, the iteration and env-step counts and every random state, for exact
+        resumption.
 
         The sub-envs' own generators are not saved: each sampling pass reseeds them from the
         saved numpy generator, so a resumed run resets them identically. With an Adam outer
@@ -563,6 +574,7 @@ class MAML(MetaRLAlgorithm):
         state = {
             "policy": {k: v.detach().cpu().clone() for k, v in self.policy.state_dict().items()},
             "iteration": self.iteration,
+            "env_steps_taken": self._env_steps_taken,
             "numpy_rng": self._rng.bit_generator.state,
             "torch_rng": self._generator.get_state(),
             "eval_torch_rng": self._eval_generator.get_state(),
@@ -593,7 +605,7 @@ class MAML(MetaRLAlgorithm):
             self._outer_optimizer.load_state_dict(state["outer_optimizer"])
 
     def agent_state(self, state: dict[str, Any]) -> dict[str, Any]:
-        """The policy, the iteration and the random states, without the outer step's Adam
+        """The policy, the counts and the random states, without the outer step's Adam
         moments (``"outer_optimizer"``, present with an Adam outer step only)."""
         return {key: value for key, value in state.items() if key != "outer_optimizer"}
 
@@ -608,6 +620,7 @@ class MAML(MetaRLAlgorithm):
         except RuntimeError as error:
             raise ValueError(f"checkpoint policy does not fit this policy: {error}") from error
         self.iteration = int(state["iteration"])
+        self._env_steps_taken = state.get("env_steps_taken")  # absent: saved before it was counted
         self._rng.bit_generator.state = state["numpy_rng"]
         self._generator.set_state(state["torch_rng"])
         self._eval_generator.set_state(state["eval_torch_rng"])

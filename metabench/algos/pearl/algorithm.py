@@ -226,6 +226,12 @@ class PEARL(MetaRLAlgorithm):
         """Env steps of meta-training so far, the initial collection included."""
 
     @property
+    def env_steps_taken(self) -> int | None:
+        """:attr:`env_steps`: each phase collects whole episodes until it has its step count,
+        where ``steps_per_iteration`` counts those episodes at the horizon."""
+        return self.env_steps
+
+    @property
     def encoder_buffer_capacity(self) -> int:
         """The most one collection round puts in a task's encoder buffer: the phases collect
         whole episodes until they reach their step count, so each overshoots by less than an

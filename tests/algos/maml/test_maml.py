@@ -706,6 +706,36 @@ def test_state_dict_resumes_training_exactly() -> None:
         a.close()
 
 
+class StopsAtStep3(PointGoalEnv):
+    """PointGoal whose episodes end (terminated) at their third step, before the horizon."""
+
+    def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = super().step(action)
+        return observation, reward, terminated or self._steps == 3, truncated, info
+
+
+def test_steps_taken_count_episodes_that_end_before_the_horizon() -> None:
+    """The budget counts each episode at the horizon of 5; the steps taken are 3 per episode:
+    2 passes x 2 tasks x 2 episodes x 3 steps = 24 an iteration. They survive a resume, and a
+    checkpoint saved before they were counted leaves them unknown."""
+    config = {"meta_batch_size": 2, "episodes_per_task": 2, "hidden_sizes": (8,)}
+    algo = make_maml(StopsAtStep3, env_kwargs={"horizon": 5}, **config)
+    assert algo.steps_per_iteration == 2 * 2 * 2 * 5
+    assert algo.env_steps_taken == 0
+    algo.train(1)
+    assert algo.env_steps_taken == 24
+    state = algo.state_dict()
+    resumed = make_maml(StopsAtStep3, env_kwargs={"horizon": 5}, seed=9, **config)
+    resumed.load_state_dict(state)
+    resumed.train(2)
+    assert resumed.env_steps_taken == 3 * 24
+    resumed.load_state_dict({k: v for k, v in state.items() if k != "env_steps_taken"})
+    resumed.train(1)
+    assert resumed.env_steps_taken is None
+    for a in (algo, resumed):
+        a.close()
+
+
 def test_update_threads_apply_to_the_update_only() -> None:
     """update_threads sets torch's threads for the baselines, the adaptation and the outer step
     (the env workers are idle then), one thread while sampling, and gives the count back."""
