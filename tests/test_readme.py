@@ -201,13 +201,14 @@ def test_every_readme_link_reaches_a_file_and_heading(link: str) -> None:
 
 def test_every_package_path_the_docs_name_exists() -> None:
     """A module moved (the task families' rooms moved five) leaves no page pointing at its old
-    file: every ``metabench/....py`` or folder a page names is there."""
+    file: every ``metabench/...`` file (``.py``, ``.toml``, ...) or folder a page names is
+    there."""
     named = {
         match
         for text in TEXTS.values()
         # lower-case parts: a module's path, not a Gymnasium id (metabench/AntDir-v0)
         # and not a file under another folder of that name (~/.cache/metabench/calibration.json)
-        for match in re.findall(r"(?<![\w/.])(metabench/[a-z_]+(?:/[a-z_]+)*(?:\.py)?)\b", text)
+        for match in re.findall(r"(?<![\w/.])(metabench/[a-z_]+(?:/[a-z_]+)*(?:\.[a-z]+)?)\b", text)
     }
     assert named
     assert sorted(path for path in named if not (ROOT / path).exists()) == []
