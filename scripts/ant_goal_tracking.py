@@ -20,8 +20,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from recorded_meta_test import recorded_meta_test
 
-from metabench.evaluation import MetaEvaluator
 from metabench.harness.loading import load_run
 
 TERMS = ("reward_task", "reward_ctrl", "reward_contact")
@@ -62,24 +62,8 @@ def main() -> None:
     parser.add_argument("--test-tasks", type=int, default=None, help="the first N test tasks")
     args = parser.parse_args()
     run = load_run(args.run_dir)
-    plan, seed = run.plan, run.plan.config.seed
-    logs: list[StepLog] = []
-
-    def make_env() -> StepLog:
-        logs.append(StepLog(plan.spec.make_test_env(seed)))
-        return logs[-1]
-
-    reference = plan.evaluator(plan.test_tasks[: args.test_tasks])
-    evaluator = MetaEvaluator(
-        make_env,
-        reference.test_tasks,
-        reference.exploration_episodes,
-        reference.test_episodes,
-        seed=seed,
-        metaworld_envs_per_class=reference.metaworld_envs_per_class,
-    )
-    evaluator.evaluate(run.algorithm)  # one task after another, in this process
-    episodes = [np.array(episode) for episode in logs[-1].episodes if len(episode) > 1]
+    log, reference = recorded_meta_test(run, StepLog, args.test_tasks)
+    episodes = [np.array(episode) for episode in log.episodes if len(episode) > 1]
     per_trial = reference.exploration_episodes + reference.test_episodes
     if len(episodes) != len(reference.test_tasks) * per_trial:
         raise RuntimeError(f"recorded {len(episodes)} episodes, expected {per_trial} per task")

@@ -22,8 +22,8 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from recorded_meta_test import recorded_meta_test
 
-from metabench.evaluation import MetaEvaluator
 from metabench.harness.loading import load_run
 
 
@@ -59,24 +59,8 @@ def main() -> None:
         run.algorithm.config = dataclasses.replace(  # type: ignore[attr-defined]
             config, deterministic_eval=mode, deterministic_test=mode
         )
-    plan, seed = run.plan, run.plan.config.seed
-    logs: list[HandLog] = []
-
-    def make_env() -> HandLog:
-        logs.append(HandLog(plan.spec.make_test_env(seed)))
-        return logs[-1]
-
-    reference = plan.evaluator(plan.test_tasks[: args.test_tasks])
-    evaluator = MetaEvaluator(
-        make_env,
-        reference.test_tasks,
-        reference.exploration_episodes,
-        reference.test_episodes,
-        seed=seed,
-        metaworld_envs_per_class=reference.metaworld_envs_per_class,
-    )
-    evaluator.evaluate(run.algorithm)  # one task after another, in this process
-    episodes = [episode for episode in logs[-1].episodes if episode]
+    log, reference = recorded_meta_test(run, HandLog, args.test_tasks)
+    episodes = [episode for episode in log.episodes if episode]
     per_trial = reference.exploration_episodes + reference.test_episodes
     if len(episodes) != len(reference.test_tasks) * per_trial:
         raise RuntimeError(f"recorded {len(episodes)} episodes, expected {per_trial} per task")
