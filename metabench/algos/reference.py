@@ -12,13 +12,17 @@ the exploration episodes (``adapt_policy`` returns the policy unchanged).
     the floor that adaptation must beat to be worth anything.
 
 One iteration collects one episode on each of ``n_envs`` sub-envs (each with its own task), so
-iterations end at episode boundaries and a resumed run continues exactly.
+iterations end at episode boundaries and a resumed run continues exactly. With ``normalize`` the
+sub-envs are seen through SB3's ``VecNormalize`` (running means of the observations and of the
+discounted returns, as the RL Zoo trains PPO on MuJoCo); the statistics travel in the checkpoint
+and the trained agent, and the meta-test normalises with them, frozen.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import pickle
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -28,6 +32,8 @@ import numpy as np
 import torch
 from stable_baselines3 import PPO
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.running_mean_std import RunningMeanStd
+from stable_baselines3.common.vec_env import VecNormalize
 
 from metabench.algos.base import MetaRLAlgorithm, Policy
 from metabench.algos.common.sb3 import (
@@ -144,6 +150,12 @@ class ReferenceConfig:
         high=MAX_LAYER_WIDTH,
     )
     log_std_init: float = option(0.0, "initial log standard deviation of the Gaussian policy")
+    normalize: bool = option(
+        False,
+        "train on observations and rewards scaled by their running statistics (SB3's "
+        "VecNormalize, the RL Zoo's setting for MuJoCo); the meta-test scales observations "
+        "with the trained statistics",
+    )
     deterministic_eval: bool = option(
         True, "act with the distribution's mean at meta-test (how a PPO policy is evaluated)"
     )
@@ -167,15 +179,50 @@ class _EpisodeReturns(BaseCallback):
 
 
 class ReferencePolicy(Policy):
-    """The trained PPO policy acting alone; it keeps no state between steps."""
+    """The trained PPO policy acting alone; it keeps no state between steps.
 
-    def __init__(self, model: PPO, deterministic: bool) -> None:
+    :param normalizer: the training's ``VecNormalize`` statistics, detached from its envs
+        (``None``: observations as they come).
+    """
+
+    def __init__(
+        self, model: PPO, deterministic: bool, normalizer: VecNormalize | None = None
+    ) -> None:
         self.model = model
         self.deterministic = deterministic
+        self.normalizer = normalizer
 
     def get_action(self, observation: np.ndarray) -> np.ndarray:
-        action, _ = self.model.predict(observation[None], deterministic=self.deterministic)
+        batch = observation[None]
+        if self.normalizer is not None:
+            batch = self.normalizer.normalize_obs(batch)  # type: ignore[assignment]
+        action, _ = self.model.predict(batch, deterministic=self.deterministic)
         return np.asarray(action[0])
+
+
+def _statistics_state(normalizer: VecNormalize) -> dict[str, dict[str, Any]]:
+    """The running statistics of observations and returns, as tensors and floats (what a
+    ``weights_only`` load accepts)."""
+    return {
+        name: {
+            "mean": torch.from_numpy(np.array(rms.mean, dtype=np.float64)),
+            "var": torch.from_numpy(np.array(rms.var, dtype=np.float64)),
+            "count": float(rms.count),
+        }
+        for name, rms in _statistics(normalizer).items()
+    }
+
+
+def _load_statistics(normalizer: VecNormalize, state: dict[str, dict[str, Any]]) -> None:
+    for name, rms in _statistics(normalizer).items():
+        rms.mean = state[name]["mean"].numpy().copy()
+        rms.var = state[name]["var"].numpy().copy()
+        rms.count = float(state[name]["count"])
+
+
+def _statistics(normalizer: VecNormalize) -> dict[str, RunningMeanStd]:
+    assert isinstance(normalizer.obs_rms, RunningMeanStd)  # a Box observation
+    return {"observations": normalizer.obs_rms, "returns": normalizer.ret_rms}
 
 
 class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
@@ -229,9 +276,12 @@ class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
         )
         horizon = int(self.venv.get_attr("horizon", indices=[0])[0])
         self.steps_per_iteration = horizon * config.n_envs
+        self.normalizer = (
+            VecNormalize(self.venv, gamma=config.discount) if config.normalize else None
+        )
         self.model = PPO(
             "MlpPolicy",
-            self.venv,
+            self.venv if self.normalizer is None else self.normalizer,
             learning_rate=config.learning_rate,
             n_steps=horizon,
             batch_size=max(1, self.steps_per_iteration // config.n_minibatches),
@@ -276,7 +326,8 @@ class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
         return {"metatrain/average_return": mean}
 
     def get_exploration_policy(self) -> Policy:
-        return ReferencePolicy(self.model, self.config.deterministic_eval)
+        frozen = None if self.normalizer is None else pickle.loads(pickle.dumps(self.normalizer))
+        return ReferencePolicy(self.model, self.config.deterministic_eval, frozen)
 
     def adapt_policy(
         self, exploration_policy: Policy, exploration_episodes: EpisodeBatch
@@ -287,6 +338,29 @@ class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
     # -- checkpoints -----------------------------------------------------------------------------
     def checkpoint_identity(self) -> dict[str, Any]:
         return {"config": config_dict(self.config), "oracle": self.oracle}
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        if self.normalizer is not None:
+            state["normalization"] = _statistics_state(self.normalizer)
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        if self.normalizer is not None:
+            _load_statistics(self.normalizer, state["normalization"])
+            # The next learn() would reset the sub-envs, and VecNormalize counts a reset's
+            # observations in its statistics: the run that went on counted these already,
+            # at its last step's automatic reset. Reset here without counting them again.
+            self.normalizer.training = False
+            self.model._last_obs = self.normalizer.reset()
+            self.normalizer.training = True
+            self.model._last_episode_starts = np.ones(self.venv.num_envs, dtype=bool)
+
+    def load_agent_state(self, state: dict[str, Any]) -> None:
+        super().load_agent_state(state)
+        if self.normalizer is not None:
+            _load_statistics(self.normalizer, state["normalization"])
 
 
 class MultitaskPPO(ReferencePPO):

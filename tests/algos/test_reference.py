@@ -1,6 +1,8 @@
 """oracle and multitask: the task in the observation, episode-shaped iterations, exact resume,
 the shared meta-test protocol, and (slow) the oracle beating multitask on PointGoal."""
 
+from dataclasses import replace
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -55,16 +57,69 @@ def test_one_iteration_is_one_episode_per_sub_env_each_with_its_own_task():
     assert len(set(tasks)) == 4  # a meta-batch of distinct tasks
 
 
-@pytest.mark.parametrize("oracle", [True, False])
-def test_resume_from_a_checkpoint_is_exact(oracle):
+@pytest.mark.parametrize(("oracle", "normalize"), [(True, False), (False, False), (True, True)])
+def test_resume_from_a_checkpoint_is_exact(oracle, normalize):
     def make() -> ReferencePPO:
         return (OraclePPO if oracle else MultitaskPPO)(
-            "metabench/PointGoal-v0", config=SMALL, seed=3
+            "metabench/PointGoal-v0", config=replace(SMALL, normalize=normalize), seed=3
         )
 
     straight, resumed = straight_and_resumed(make)
     for a, b in zip(policy_parameters(straight), policy_parameters(resumed), strict=True):
         assert torch.equal(a, b)
+    if normalize:  # the statistics too: counted once each, as in the run that went on
+        for name in ("obs_rms", "ret_rms"):
+            ours, theirs = getattr(straight.normalizer, name), getattr(resumed.normalizer, name)
+            assert ours.count == theirs.count
+            np.testing.assert_array_equal(ours.mean, theirs.mean)
+            np.testing.assert_array_equal(ours.var, theirs.var)
+
+
+def test_normalized_training_counts_what_the_sub_envs_return_and_the_agent_scales_with_it():
+    """VecNormalize's observation statistics are those of every observation the sub-envs
+    returned (a reset's, and each step's but an episode's last, which the automatic reset
+    replaces), recomputed here from a record of them; the meta-test policy, and one restored
+    from the trained agent alone, scale an observation with them before PPO's network sees it."""
+    seen: list[np.ndarray] = []
+
+    class Record(gym.Wrapper):
+        def reset(self, **kwargs):
+            observation, info = self.env.reset(**kwargs)
+            seen.append(observation)
+            return observation, info
+
+        def step(self, action):
+            observation, reward, terminated, truncated, info = self.env.step(action)
+            if not (terminated or truncated):
+                seen.append(observation)
+            return observation, reward, terminated, truncated, info
+
+    class RecordedOracle(OraclePPO):
+        def wrap_env(self, env):
+            return Record(super().wrap_env(env))
+
+    config = replace(SMALL, normalize=True)
+    kwargs = {"config": config, "env_kwargs": {"horizon": 5}}
+    algo = RecordedOracle("metabench/PointGoal-v0", seed=1, **kwargs)
+    algo.train(3)
+    stats = algo.normalizer.obs_rms
+    prior = 1e-4  # RunningMeanStd starts as this many observations of mean 0 and variance 1
+    assert len(seen) == 4 * (1 + 3 * 5) and stats.count == pytest.approx(len(seen) + prior)
+    np.testing.assert_allclose(stats.mean, np.sum(seen, axis=0) / (len(seen) + prior), rtol=1e-9)
+    policy = algo.get_exploration_policy()
+    agent = OraclePPO("metabench/PointGoal-v0", seed=9, **kwargs)
+    agent.load_agent_state(algo.agent_state(algo.state_dict()))
+    restored = agent.get_exploration_policy()
+    observation = np.array([0.2, -0.1, 0.3, 0.4])
+    scaled = np.clip((observation - stats.mean) / np.sqrt(stats.var + 1e-8), -10, 10)
+    expected, _ = algo.model.predict(scaled[None].astype(np.float32), deterministic=True)
+    np.testing.assert_allclose(policy.get_action(observation), expected[0], rtol=1e-6)
+    np.testing.assert_allclose(restored.get_action(observation), expected[0], rtol=1e-6)
+    counted = stats.count
+    algo.train(1)  # the statistics go on; the policy handed out keeps those it was given
+    assert algo.normalizer.obs_rms.count > counted
+    expected, _ = algo.model.predict(scaled[None].astype(np.float32), deterministic=True)
+    np.testing.assert_allclose(policy.get_action(observation), expected[0], rtol=1e-6)
 
 
 def test_checkpoint_of_another_config_is_refused():
