@@ -30,6 +30,18 @@ def test_results_ship_agents_and_no_checkpoint_of_a_finished_run():
         assert agent is not None and agent["iteration"] == result["iterations"]
 
 
+@pytest.mark.parametrize(
+    "run",
+    [run for run in SHIPPED if "PointRobot" in run.parent.name and run.name.endswith("seed0")],
+    ids=lambda run: f"{run.parent.name}/{run.name}",
+)
+def test_a_shipped_agent_loads_into_its_algorithm_as_the_code_is_now(run):
+    """Options added after a run was recorded, at the default that keeps the earlier behaviour,
+    leave its agent loadable (the point robots' agents: every algorithm shipped there, quickly)."""
+    loaded = load_run(run)
+    assert loaded.iteration == json.loads((run / "result.json").read_text())["iterations"] > 0
+
+
 @pytest.mark.slow
 @pytest.mark.mujoco
 def test_a_shipped_agent_meta_tests_to_the_numbers_of_its_result(tmp_path, capsys):

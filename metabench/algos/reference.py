@@ -45,7 +45,7 @@ from metabench.algos.implementation import Implementation
 from metabench.data import EpisodeBatch
 from metabench.devices import resolve_device
 from metabench.tasks.base import Task, TaskSampler
-from metabench.validation import MAX_COUNT, MAX_LAYER_WIDTH, check_config, config_dict, option
+from metabench.validation import MAX_COUNT, MAX_LAYER_WIDTH, check_config, option, recorded_config
 from metabench.vector import MetaBatchVecEnv, make_meta_vec_env
 from metabench.wrappers import EPISODE_END, EPISODE_RETURN
 
@@ -155,6 +155,7 @@ class ReferenceConfig:
         "train on observations and rewards scaled by their running statistics (SB3's "
         "VecNormalize, the RL Zoo's setting for MuJoCo); the meta-test scales observations "
         "with the trained statistics",
+        recorded_at_default=False,
     )
     deterministic_eval: bool = option(
         True, "act with the distribution's mean at meta-test (how a PPO policy is evaluated)"
@@ -337,7 +338,7 @@ class ReferencePPO(SB3Checkpoints, MetaRLAlgorithm):
 
     # -- checkpoints -----------------------------------------------------------------------------
     def checkpoint_identity(self) -> dict[str, Any]:
-        return {"config": config_dict(self.config), "oracle": self.oracle}
+        return {"config": recorded_config(self.config), "oracle": self.oracle}
 
     def state_dict(self) -> dict[str, Any]:
         state = super().state_dict()
