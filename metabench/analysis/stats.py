@@ -23,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import inspect
-import itertools
 import json
 import math
-import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -319,36 +317,12 @@ def _setting_labels(settings: Sequence[tuple[Any, str, str]]) -> list[str]:
     return labels
 
 
-def _command_overrides(command: str | None) -> set[str]:
-    """The hyperparameters a recorded command line set with ``--set KEY=VALUE`` (or
-    ``--set=KEY=VALUE``); none for a run made from Python."""
-    words = shlex.split(command) if command else []
-    values = [after for flag, after in itertools.pairwise(words) if flag == "--set"]
-    values += [word.removeprefix("--set=") for word in words if word.startswith("--set=")]
-    return {value.split("=", 1)[0] for value in values}
-
-
-def _override_label(runs: Sequence[Result]) -> str:
-    """For runs of one setting, ``name=value`` for each hyperparameter every run's command set
-    with ``--set``, so a group whose runs all left the defaults is told apart from one that
-    did not, even where no other setting of that algorithm sits beside it."""
-    names = set.intersection(*(_command_overrides(run.command) for run in runs))
-    hyperparameters = runs[0].config.hyperparameters
-    return ", ".join(
-        f"{name}={json.dumps(hyperparameters[name])}"
-        for name in sorted(names)
-        if name in hyperparameters
-    )
-
-
 def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Result]]:
     """Results keyed by ``(benchmark, algorithm)``, keys sorted, each list sorted by seed.
 
     Runs of one algorithm made with different settings (budget, meta-test episodes or any
     recorded hyperparameter) are never pooled: each setting gets its own key, the algorithm's
     name followed by :func:`_setting_labels` in brackets, e.g. ``rl2 (5e6 steps, lr=0.001)``.
-    An algorithm run with one setting is named alone, or, where its commands set hyperparameters
-    with ``--set``, followed by those (:func:`_override_label`), e.g. ``oracle (normalize=true)``.
 
     :raises ValueError: if one group holds two runs with the same seed (they would be counted as
         independent samples); keep one of them, or move the other out of the results folder.
@@ -364,9 +338,7 @@ def group_runs(results: Iterable[ResultLike]) -> dict[tuple[str, str], list[Resu
     groups: dict[tuple[str, str], list[Result]] = {}
     for (benchmark, algorithm), by_setting in by_algorithm.items():
         if len(by_setting) == 1:
-            runs = next(iter(by_setting.values()))
-            label = _override_label(runs)
-            groups[(benchmark, f"{algorithm} ({label})" if label else algorithm)] = runs
+            groups[(benchmark, algorithm)] = next(iter(by_setting.values()))
             continue
         for label, runs in zip(_setting_labels(list(by_setting)), by_setting.values(), strict=True):
             groups[(benchmark, f"{algorithm} ({label})")] = runs

@@ -225,28 +225,6 @@ def test_a_setting_that_left_an_option_at_its_default_does_not_name_it() -> None
     }
 
 
-def test_one_setting_made_with_set_flags_is_named_by_them_and_defaults_stay_plain() -> None:
-    def run(seed: int, command: str | None) -> RunResult:
-        result = with_setting(simple_run("B", "x", seed, 1.0), 100, lr=0.001, clip=True, n=4)
-        return dataclasses.replace(result, command=command)
-
-    base = "python -m metabench train --benchmark B --algorithm x --steps 100"
-    flagged = [
-        run(0, f"{base} --seed 0 --set clip=true --set 'lr=1e-3' --out r/x-0"),
-        run(1, f"{base} --seed 1 --set=lr=0.001 --set clip=true --out r/x-1"),
-    ]
-    # the recorded values are named, whichever spelling the command used
-    assert list(group_runs(flagged)) == [("B", "x (clip=true, lr=0.001)")]
-    # a name set by only some of the runs is not the group's
-    partly = [flagged[0], run(1, f"{base} --seed 1 --set clip=true --out r/x-1")]
-    assert list(group_runs(partly)) == [("B", "x (clip=true)")]
-    # defaults, a command from Python and a --set of a name the run did not record stay plain
-    plain = [run(0, f"{base} --seed 0 --out r/x-0"), run(1, None)]
-    assert list(group_runs(plain)) == [("B", "x")]
-    unrecorded = [run(0, f"{base} --seed 0 --set gamma=0.9 --out r/x-0")]
-    assert list(group_runs(unrecorded)) == [("B", "x")]
-
-
 def test_a_setting_label_names_a_different_meta_test_protocol() -> None:
     one = with_setting(simple_run("B", "x", 0, 1.0), 100)
     three = with_setting(make_result("B", "x", 0, [[0.0, 1.0, 2.0, 3.0, 4.0]]), 100)
